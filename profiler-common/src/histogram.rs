@@ -1,0 +1,185 @@
+//! The log-linear latency histogram, written once and used by both sides.
+//!
+//! Every power of two `[2^m, 2^(m+1))` is split into [`SUB_BUCKETS`] equal linear buckets, so a
+//! bucket is never wider than 1/32 (3.125%) of the values it holds. Values below
+//! `2 * SUB_BUCKETS` get one bucket each (exact). This is HdrHistogram's layout with 5 bits of
+//! precision; it covers the whole `u64` range in [`NUM_BUCKETS`] buckets.
+//!
+//! The eBPF side calls [`bucket_index`] on the hot path, so it is branch-light and loop-free
+//! (the verifier of every kernel since 4.x accepts it).
+
+/// log2 of the number of linear sub-buckets per power of two.
+pub const SUB_BUCKET_BITS: u32 = 5;
+/// Linear sub-buckets per power of two.
+pub const SUB_BUCKETS: u64 = 1 << SUB_BUCKET_BITS;
+/// Number of buckets needed to cover every `u64` value.
+pub const NUM_BUCKETS: u32 = ((64 - SUB_BUCKET_BITS) * SUB_BUCKETS as u32) + SUB_BUCKETS as u32;
+
+/// Index of the bucket holding `value` (nanoseconds, but the layout is unit-free).
+#[inline(always)]
+pub fn bucket_index(value: u64) -> u32 {
+    if value < 2 * SUB_BUCKETS {
+        return value as u32;
+    }
+    let msb = 63 - leading_zeros(value);
+    let shift = msb - SUB_BUCKET_BITS;
+    let sub = ((value >> shift) & (SUB_BUCKETS - 1)) as u32;
+    (msb - SUB_BUCKET_BITS + 1) * SUB_BUCKETS as u32 + sub
+}
+
+/// Smallest value that falls into bucket `index`.
+pub fn bucket_lower_bound(index: u32) -> u64 {
+    let sub_buckets = SUB_BUCKETS as u32;
+    if index < 2 * sub_buckets {
+        return index as u64;
+    }
+    let msb = index / sub_buckets + SUB_BUCKET_BITS - 1;
+    let sub = (index % sub_buckets) as u64;
+    (SUB_BUCKETS + sub) << (msb - SUB_BUCKET_BITS)
+}
+
+/// Largest value that falls into bucket `index` (inclusive).
+pub fn bucket_upper_bound(index: u32) -> u64 {
+    if index + 1 >= NUM_BUCKETS {
+        return u64::MAX;
+    }
+    bucket_lower_bound(index + 1) - 1
+}
+
+/// `u64::leading_zeros` by binary search: BPF has no count-leading-zeros instruction and this
+/// keeps the generated code short and obviously bounded for the verifier.
+#[inline(always)]
+fn leading_zeros(mut x: u64) -> u32 {
+    let mut n = 0;
+    if x & 0xffff_ffff_0000_0000 == 0 {
+        n += 32;
+        x <<= 32;
+    }
+    if x & 0xffff_0000_0000_0000 == 0 {
+        n += 16;
+        x <<= 16;
+    }
+    if x & 0xff00_0000_0000_0000 == 0 {
+        n += 8;
+        x <<= 8;
+    }
+    if x & 0xf000_0000_0000_0000 == 0 {
+        n += 4;
+        x <<= 4;
+    }
+    if x & 0xc000_0000_0000_0000 == 0 {
+        n += 2;
+        x <<= 2;
+    }
+    if x & 0x8000_0000_0000_0000 == 0 {
+        n += 1;
+    }
+    n
+}
+
+/// Adds `value²` to the 128-bit accumulator `(hi, lo)` using only 64-bit operations (BPF has no
+/// 128-bit multiply), so the in-kernel sum of squares never overflows.
+#[inline(always)]
+pub fn add_square(lo: &mut u64, hi: &mut u64, value: u64) {
+    let (v_hi, v_lo) = (value >> 32, value & 0xffff_ffff);
+    // value² = v_hi²·2^64 + 2·v_hi·v_lo·2^32 + v_lo²
+    let low = v_lo * v_lo;
+    let cross = v_hi * v_lo; // < 2^64
+    let mut add_hi = v_hi * v_hi + (cross >> 31);
+    let cross_lo = cross << 33; // (2·cross) mod 2^64, shifted by 32
+    let (sum, c1) = low.overflowing_add(cross_lo);
+    add_hi += c1 as u64;
+    let (new_lo, c2) = lo.overflowing_add(sum);
+    *lo = new_lo;
+    *hi = hi.wrapping_add(add_hi).wrapping_add(c2 as u64);
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+
+    /// The reference: the definition, computed with 128-bit arithmetic and no shortcuts.
+    fn reference_index(value: u64) -> u32 {
+        if value < 64 {
+            return value as u32;
+        }
+        let msb = 63 - value.leading_zeros();
+        let width = 1u128 << (msb - SUB_BUCKET_BITS);
+        let sub = ((value as u128 - (1u128 << msb)) / width) as u32;
+        (msb - 4) * 32 + sub
+    }
+
+    #[test]
+    fn small_values_are_exact() {
+        for v in 0..64 {
+            assert_eq!(bucket_index(v), v as u32);
+            assert_eq!(bucket_lower_bound(v as u32), v);
+            assert_eq!(bucket_upper_bound(v as u32), v);
+        }
+    }
+
+    #[test]
+    fn matches_reference_at_every_boundary() {
+        for msb in 0..64u32 {
+            let base = 1u64 << msb;
+            for v in [base, base + 1, base.wrapping_sub(1), base | (base >> 1), base | (base - 1)] {
+                assert_eq!(bucket_index(v), reference_index(v), "value {v}");
+            }
+        }
+        assert_eq!(bucket_index(u64::MAX), NUM_BUCKETS - 1);
+    }
+
+    #[test]
+    fn matches_reference_on_a_dense_sweep() {
+        let mut v = 1u64;
+        while v < u64::MAX / 3 {
+            assert_eq!(bucket_index(v), reference_index(v), "value {v}");
+            v = v + v / 97 + 1;
+        }
+    }
+
+    #[test]
+    fn bounds_contain_their_values_and_tile_the_range() {
+        for i in 0..NUM_BUCKETS {
+            let lo = bucket_lower_bound(i);
+            let hi = bucket_upper_bound(i);
+            assert!(lo <= hi);
+            assert_eq!(bucket_index(lo), i);
+            assert_eq!(bucket_index(hi), i);
+            if i + 1 < NUM_BUCKETS {
+                assert_eq!(bucket_lower_bound(i + 1), hi + 1);
+            }
+        }
+    }
+
+    #[test]
+    fn bucket_width_is_at_most_3_2_percent_of_its_values() {
+        for i in 64..NUM_BUCKETS {
+            let lo = bucket_lower_bound(i) as f64;
+            let hi = bucket_upper_bound(i) as f64;
+            assert!((hi - lo + 1.0) / lo <= 0.032, "bucket {i}: [{lo}, {hi}]");
+        }
+    }
+
+    #[test]
+    fn leading_zeros_matches_core() {
+        for shift in 0..64 {
+            for v in [1u64 << shift, (1u64 << shift) | 1, u64::MAX >> shift] {
+                assert_eq!(leading_zeros(v), v.leading_zeros());
+            }
+        }
+    }
+
+    #[test]
+    fn add_square_matches_u128() {
+        let values = [0u64, 1, 3, 0xffff_ffff, 0x1_0000_0000, 123_456_789_012, u64::MAX / 7, u64::MAX];
+        let (mut lo, mut hi) = (0u64, 0u64);
+        let mut reference = 0u128;
+        for &v in &values {
+            add_square(&mut lo, &mut hi, v);
+            reference = reference.wrapping_add((v as u128) * (v as u128));
+            assert_eq!(((hi as u128) << 64) | lo as u128, reference, "after {v}");
+        }
+    }
+}

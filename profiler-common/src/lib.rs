@@ -1,0 +1,11 @@
+//! Types shared by hotprof's eBPF programs (`profiler-ebpf`) and its userspace (`profiler`).
+//!
+//! Everything here is `#![no_std]`, `#[repr(C)]` and free of pointers so the same bytes mean the
+//! same thing on both sides of a BPF map.
+#![no_std]
+
+pub mod histogram;
+pub mod maps;
+
+pub use histogram::{NUM_BUCKETS, bucket_index, bucket_lower_bound, bucket_upper_bound};
+pub use maps::*;

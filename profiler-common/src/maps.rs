@@ -1,0 +1,111 @@
+//! Layouts of the values stored in hotprof's BPF maps, and the names of those maps.
+
+/// Most nested probed frames tracked per task. Deeper frames are counted as
+/// [`Counter::DepthExceeded`] drops, never silently lost.
+pub const MAX_DEPTH: usize = 16;
+
+/// Highest function id a single fentry/fexit program slot can carry (one program pair per
+/// function, because fentry programs are bound to their target at load time).
+pub const FENTRY_SLOTS: u32 = 64;
+
+/// Syscalls one run can probe with `--syscall` (one tracepoint program pair per slot).
+pub const SYSCALL_SLOTS: u32 = 16;
+
+/// One open call of a probed function on a task.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Frame {
+    /// `bpf_ktime_get_ns()` at entry.
+    pub entry_ns: u64,
+    /// Stack pointer at entry (kprobe mode), used to pair a return with its own entry even
+    /// when a kretprobe was missed in between. Zero where unknown (fentry, tracepoints).
+    pub entry_sp: u64,
+    /// The task's accumulated off-CPU time when the frame was entered (`--off-cpu`).
+    pub off_cpu_at_entry: u64,
+    /// Index of the probed function in hotprof's target table.
+    pub func: u32,
+    pub _pad: u32,
+}
+
+/// Per-task state: a stack of open frames, so nested and recursive calls are each timed
+/// from their own entry (a per-tid slot would be overwritten by the inner call).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct TaskFrames {
+    pub depth: u32,
+    pub _pad: u32,
+    /// Total time this task spent switched out while it had open frames (`--off-cpu`).
+    pub off_cpu_ns: u64,
+    /// When the task was last switched out with open frames, or 0.
+    pub switched_out_ns: u64,
+    pub frames: [Frame; MAX_DEPTH],
+}
+
+impl TaskFrames {
+    pub const EMPTY: Self = Self {
+        depth: 0,
+        _pad: 0,
+        off_cpu_ns: 0,
+        switched_out_ns: 0,
+        frames: [Frame { entry_ns: 0, entry_sp: 0, off_cpu_at_entry: 0, func: 0, _pad: 0 }; MAX_DEPTH],
+    };
+}
+
+/// Per-function aggregate, one per CPU (a `PERCPU_ARRAY` indexed by function id).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FuncStats {
+    pub count: u64,
+    pub sum_ns: u64,
+    /// 128-bit sum of squared durations, for the standard deviation.
+    pub sum_sq_lo: u64,
+    pub sum_sq_hi: u64,
+    /// `u64::MAX` until the first call.
+    pub min_ns: u64,
+    pub max_ns: u64,
+    /// Sum of the on-CPU part of each call (`--off-cpu` only).
+    pub on_cpu_sum_ns: u64,
+    /// Calls ignored by `--min-latency`.
+    pub below_min: u64,
+}
+
+/// Indices into the per-CPU `COUNTERS` array: everything the probes lose or skip is counted.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counter {
+    /// An entry found `MAX_DEPTH` frames already open on its task.
+    DepthExceeded = 0,
+    /// The per-task frame map was full; the entry could not be recorded.
+    TaskMapFull = 1,
+    /// A return with no matching open frame (call was in flight when hotprof attached).
+    UnmatchedReturn = 2,
+    /// Frames discarded because a return matched a frame below them: their own return was
+    /// never seen (e.g. kretprobe maxactive exhausted).
+    OrphanedFrames = 3,
+    /// Histogram or stats slot lookup failed (should never happen; counted to prove it).
+    SlotMissing = 4,
+    /// Entries accepted (passed the filters).
+    Entries = 5,
+}
+
+/// Number of [`Counter`] slots.
+pub const NUM_COUNTERS: u32 = 6;
+
+/// Names of the maps and programs, shared so userspace never spells them differently.
+pub mod names {
+    pub const TASKS: &str = "TASKS";
+    pub const STATS: &str = "STATS";
+    pub const HIST: &str = "HIST";
+    pub const COUNTERS: &str = "COUNTERS";
+    pub const FUNC_IPS: &str = "FUNC_IPS";
+    pub const TGIDS: &str = "TGIDS";
+    pub const SCRATCH: &str = "SCRATCH";
+}
+
+#[cfg(feature = "user")]
+mod pod {
+    // SAFETY: all are repr(C), Copy, with explicit padding and no pointers.
+    unsafe impl aya::Pod for super::Frame {}
+    unsafe impl aya::Pod for super::TaskFrames {}
+    unsafe impl aya::Pod for super::FuncStats {}
+}

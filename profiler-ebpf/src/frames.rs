@@ -1,0 +1,253 @@
+//! The per-task frame stack and the per-function aggregates: the core every probe shares.
+
+use aya_ebpf::{
+    bindings::BPF_NOEXIST,
+    helpers::{
+        bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid,
+        bpf_get_smp_processor_id, bpf_ktime_get_ns,
+    },
+    macros::map,
+    maps::{HashMap, PerCpuArray},
+};
+use profiler_common::{
+    Counter, FuncStats, MAX_DEPTH, NUM_BUCKETS, NUM_COUNTERS, TaskFrames,
+    bucket_index, histogram::add_square,
+};
+
+// Run configuration, written by userspace into .rodata before load.
+/// 1: only tasks whose tgid is in `TGIDS` (a workload's process tree or `--pid`).
+#[unsafe(no_mangle)]
+static FILTER_TGIDS: u8 = 0;
+/// Non-zero: only this thread id (`--tid`).
+#[unsafe(no_mangle)]
+static FILTER_TID: u32 = 0;
+/// `u32::MAX`: any CPU; else only calls entered on this CPU (`--cpu`).
+#[unsafe(no_mangle)]
+static FILTER_CPU: u32 = u32::MAX;
+/// Non-zero: only tasks in this cgroup v2 id (`--cgroup`).
+#[unsafe(no_mangle)]
+static FILTER_CGROUP: u64 = 0;
+/// Non-empty (first byte non-zero): only tasks with this exact comm (`--comm`).
+#[unsafe(no_mangle)]
+static FILTER_COMM: [u8; 16] = [0; 16];
+/// Calls faster than this are counted in `below_min` only (`--min-latency`).
+#[unsafe(no_mangle)]
+static MIN_LATENCY_NS: u64 = 0;
+/// 1: account off-CPU time inside open frames (`--off-cpu`).
+#[unsafe(no_mangle)]
+pub(crate) static TRACK_OFF_CPU: u8 = 0;
+
+/// Open frames per task (thread id). Entries are removed when their last frame closes.
+#[map]
+pub(crate) static TASKS: HashMap<u32, TaskFrames> = HashMap::with_max_entries(16384, 0);
+/// Zero-filled template for inserting a new task (too large for the 512-byte BPF stack).
+#[map]
+static SCRATCH: PerCpuArray<TaskFrames> = PerCpuArray::with_max_entries(1, 0);
+/// Per-function aggregates; resized by userspace to the number of functions.
+#[map]
+static STATS: PerCpuArray<FuncStats> = PerCpuArray::with_max_entries(1, 0);
+/// Per-function histograms, `func * NUM_BUCKETS + bucket`; resized by userspace.
+#[map]
+static HIST: PerCpuArray<u64> = PerCpuArray::with_max_entries(NUM_BUCKETS, 0);
+/// Loss and bookkeeping counters, indexed by [`Counter`].
+#[map]
+static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(NUM_COUNTERS, 0);
+/// Thread-group ids to trace when `FILTER_TGIDS` is set.
+#[map]
+pub(crate) static TGIDS: HashMap<u32, u8> = HashMap::with_max_entries(65536, 0);
+
+#[inline(always)]
+fn config<T: Copy>(value: &T) -> T {
+    // SAFETY: a plain read of a .rodata global; volatile so the compiler keeps the read
+    // instead of folding in the default value.
+    unsafe { core::ptr::read_volatile(value) }
+}
+
+#[inline(always)]
+pub(crate) fn count(counter: Counter, n: u64) {
+    if let Some(slot) = COUNTERS.get_ptr_mut(counter as u32) {
+        // SAFETY: per-CPU slot, only this CPU writes it while preemption is off.
+        unsafe { *slot += n };
+    }
+}
+
+/// Does the current task pass the user's filters?
+#[inline(always)]
+fn wanted(pid_tgid: u64) -> bool {
+    let tid = pid_tgid as u32;
+    let tgid = (pid_tgid >> 32) as u32;
+    let only_tid = config(&FILTER_TID);
+    if only_tid != 0 && only_tid != tid {
+        return false;
+    }
+    if config(&FILTER_TGIDS) != 0 && unsafe { TGIDS.get(&tgid) }.is_none() {
+        return false;
+    }
+    let only_cpu = config(&FILTER_CPU);
+    if only_cpu != u32::MAX && only_cpu != unsafe { bpf_get_smp_processor_id() } {
+        return false;
+    }
+    let only_cgroup = config(&FILTER_CGROUP);
+    if only_cgroup != 0 && only_cgroup != unsafe { bpf_get_current_cgroup_id() } {
+        return false;
+    }
+    let only_comm = config(&FILTER_COMM);
+    if only_comm[0] != 0 {
+        match bpf_get_current_comm() {
+            Ok(comm) if comm == only_comm => {}
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// Records the entry of function `func` on the current task.
+#[inline(always)]
+pub(crate) fn enter(func: u32, entry_sp: u64) {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if !wanted(pid_tgid) {
+        return;
+    }
+    let now = unsafe { bpf_ktime_get_ns() };
+    let tid = pid_tgid as u32;
+    let task = match TASKS.get_ptr_mut(&tid) {
+        Some(task) => task,
+        None => {
+            let Some(empty) = SCRATCH.get_ptr(0) else {
+                count(Counter::SlotMissing, 1);
+                return;
+            };
+            // SAFETY: SCRATCH is never written, so it holds zeroes.
+            if TASKS.insert(&tid, unsafe { &*empty }, BPF_NOEXIST as u64).is_err() {
+                count(Counter::TaskMapFull, 1);
+                return;
+            }
+            match TASKS.get_ptr_mut(&tid) {
+                Some(task) => task,
+                None => {
+                    count(Counter::TaskMapFull, 1);
+                    return;
+                }
+            }
+        }
+    };
+    // SAFETY: `task` points into the map value of the current task; only this task's probes
+    // touch it, and a task runs on one CPU at a time.
+    let task = unsafe { &mut *task };
+    let depth = task.depth as usize;
+    if depth >= MAX_DEPTH {
+        count(Counter::DepthExceeded, 1);
+        return;
+    }
+    let frame = &mut task.frames[depth & (MAX_DEPTH - 1)];
+    frame.entry_ns = now;
+    frame.entry_sp = entry_sp;
+    frame.off_cpu_at_entry = task.off_cpu_ns;
+    frame.func = func;
+    task.depth = depth as u32 + 1;
+    count(Counter::Entries, 1);
+}
+
+/// How a return finds its own frame among the open ones.
+#[derive(Clone, Copy)]
+pub(crate) enum ReturnOf {
+    /// The innermost open frame of this function (fexit, syscall exit).
+    Func(u32),
+    /// The frame whose entry stack pointer is this (kretprobe: one exact frame, even when
+    /// the returns of frames above it were missed).
+    EntrySp(u64),
+}
+
+/// Closes the frame matched by `which` on the current task and records its duration.
+#[inline(always)]
+pub(crate) fn leave(which: ReturnOf) {
+    let now = unsafe { bpf_ktime_get_ns() };
+    let tid = bpf_get_current_pid_tgid() as u32;
+    let Some(task) = TASKS.get_ptr_mut(&tid) else {
+        count(Counter::UnmatchedReturn, 1);
+        return;
+    };
+    // SAFETY: see `enter`.
+    let task = unsafe { &mut *task };
+    let depth = task.depth as usize;
+    let mut found = MAX_DEPTH;
+    for i in 0..MAX_DEPTH {
+        if i >= depth {
+            break;
+        }
+        let index = (depth - 1 - i) & (MAX_DEPTH - 1);
+        let frame = &task.frames[index];
+        let matches = match which {
+            ReturnOf::Func(func) => frame.func == func,
+            ReturnOf::EntrySp(sp) => frame.entry_sp == sp,
+        };
+        if matches {
+            found = index;
+            break;
+        }
+    }
+    if found >= MAX_DEPTH {
+        count(Counter::UnmatchedReturn, 1);
+        return;
+    }
+    let orphans = depth - 1 - found;
+    if orphans > 0 {
+        count(Counter::OrphanedFrames, orphans as u64);
+    }
+    let frame = task.frames[found];
+    task.depth = found as u32;
+    let off_cpu = task.off_cpu_ns - frame.off_cpu_at_entry;
+    if found == 0 {
+        // Keep the map small: a task with no open frames needs no entry.
+        let _ = TASKS.remove(&tid);
+    }
+    record(frame.func, now.saturating_sub(frame.entry_ns), off_cpu);
+}
+
+#[inline(always)]
+fn record(func: u32, duration: u64, off_cpu: u64) {
+    let Some(stats) = STATS.get_ptr_mut(func) else {
+        count(Counter::SlotMissing, 1);
+        return;
+    };
+    // SAFETY: per-CPU slot, written only from this CPU with preemption disabled.
+    let stats = unsafe { &mut *stats };
+    if duration < config(&MIN_LATENCY_NS) {
+        stats.below_min += 1;
+        return;
+    }
+    let bucket = func * NUM_BUCKETS + bucket_index(duration);
+    let Some(slot) = HIST.get_ptr_mut(bucket) else {
+        count(Counter::SlotMissing, 1);
+        return;
+    };
+    unsafe { *slot += 1 };
+    if stats.count == 0 || duration < stats.min_ns {
+        stats.min_ns = duration;
+    }
+    if duration > stats.max_ns {
+        stats.max_ns = duration;
+    }
+    stats.count += 1;
+    stats.sum_ns += duration;
+    add_square(&mut stats.sum_sq_lo, &mut stats.sum_sq_hi, duration);
+    stats.on_cpu_sum_ns += duration.saturating_sub(off_cpu);
+}
+
+/// `sched_switch` bookkeeping for `--off-cpu`: time a task with open frames spends switched
+/// out is added to its `off_cpu_ns`.
+#[inline(always)]
+pub(crate) fn on_switch(prev_tid: u32, next_tid: u32) {
+    let now = unsafe { bpf_ktime_get_ns() };
+    if let Some(prev) = TASKS.get_ptr_mut(&prev_tid) {
+        // SAFETY: see `enter`; the scheduler serialises switch-out and switch-in of a task.
+        unsafe { (*prev).switched_out_ns = now };
+    }
+    if let Some(next) = TASKS.get_ptr_mut(&next_tid) {
+        let next = unsafe { &mut *next };
+        if next.switched_out_ns != 0 {
+            next.off_cpu_ns += now.saturating_sub(next.switched_out_ns);
+            next.switched_out_ns = 0;
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! hotprof's eBPF programs.
+//!
+//! Every probe mode feeds the same two functions: [`enter`] pushes a timestamped frame on the
+//! current task's frame stack, [`leave`] pops the frame that belongs to this return and adds
+//! its duration to per-CPU, per-function aggregates. Nothing is sent to userspace per event.
+//!
+//! Modes and their minimum kernels:
+//! - kprobe/kretprobe (`kprobe_entry`, `kretprobe_exit`): 5.15 (`bpf_get_func_ip`).
+//! - fentry/fexit (`fentry_N`/`fexit_N`, one pair per function slot): 5.5, BTF required.
+//! - syscall tracepoints (`sys_enter`/`sys_exit`): 4.7.
+//! - `sched_switch` for off-CPU accounting (`--off-cpu`) and `sched_process_fork` to follow a
+//!   workload's process tree: 4.7.
+#![no_std]
+#![no_main]
+
+mod frames;
+mod probes;
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 4] = *b"GPL\0";

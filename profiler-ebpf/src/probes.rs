@@ -1,0 +1,146 @@
+//! The attachable programs. Each one only finds out *which* function and *which* frame, then
+//! hands over to [`crate::frames`].
+
+use aya_ebpf::{
+    EbpfContext,
+    helpers::{bpf_get_current_pid_tgid, generated::bpf_get_func_ip},
+    macros::{fentry, fexit, kprobe, kretprobe, map, tracepoint},
+    maps::HashMap,
+    programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext, TracePointContext},
+};
+
+use crate::frames::{ReturnOf, TGIDS, enter, leave, on_switch};
+
+/// Function id for each probed kernel address (`bpf_get_func_ip` in kprobe mode).
+#[map]
+static FUNC_IPS: HashMap<u64, u32> = HashMap::with_max_entries(1, 0);
+
+// Tracepoint field offsets, read by userspace from each event's `format` file: the layouts
+// changed across kernels (e.g. `sched_process_fork` comms became `__data_loc` in 6.x).
+#[unsafe(no_mangle)]
+static SWITCH_PREV_PID_OFFSET: u32 = 24;
+#[unsafe(no_mangle)]
+static SWITCH_NEXT_PID_OFFSET: u32 = 56;
+#[unsafe(no_mangle)]
+static FORK_CHILD_PID_OFFSET: u32 = 44;
+
+#[inline(always)]
+fn config_u32(value: &u32) -> usize {
+    // SAFETY: plain read of a .rodata global (volatile: keep the value userspace wrote).
+    unsafe { core::ptr::read_volatile(value) as usize }
+}
+
+/// kprobe at function entry. Minimum kernel 5.15 (`bpf_get_func_ip` for kprobes).
+#[kprobe]
+pub fn kprobe_entry(ctx: ProbeContext) -> u32 {
+    // SAFETY: helper reads the probed address from the kprobe context.
+    let ip = unsafe { bpf_get_func_ip(ctx.as_ptr()) };
+    let Some(&func) = (unsafe { FUNC_IPS.get(&ip) }) else {
+        return 0;
+    };
+    // SAFETY: a kprobe context is a pt_regs the verifier lets us read.
+    let sp = unsafe { (*ctx.regs).rsp };
+    enter(func, sp);
+    0
+}
+
+/// kretprobe: the return pairs with the frame whose entry stack pointer was one word below
+/// (the return address has been popped by the time the return trampoline runs).
+#[kretprobe]
+pub fn kretprobe_exit(ctx: RetProbeContext) -> u32 {
+    // SAFETY: as above.
+    let sp = unsafe { (*ctx.regs).rsp };
+    leave(ReturnOf::EntrySp(sp.wrapping_sub(8)));
+    0
+}
+
+/// One fentry/fexit pair per function slot: fentry programs are bound to one target at load
+/// time, so the slot number *is* the function id. Minimum kernel 5.5, BTF required.
+macro_rules! fentry_slots {
+    ($($entry:ident $exit:ident $id:literal),* $(,)?) => {$(
+        #[fentry]
+        pub fn $entry(_ctx: FEntryContext) -> u32 {
+            enter($id, 0);
+            0
+        }
+
+        #[fexit]
+        pub fn $exit(_ctx: FExitContext) -> u32 {
+            leave(ReturnOf::Func($id));
+            0
+        }
+    )*};
+}
+
+fentry_slots!(
+    fentry_0 fexit_0 0, fentry_1 fexit_1 1, fentry_2 fexit_2 2, fentry_3 fexit_3 3,
+    fentry_4 fexit_4 4, fentry_5 fexit_5 5, fentry_6 fexit_6 6, fentry_7 fexit_7 7,
+    fentry_8 fexit_8 8, fentry_9 fexit_9 9, fentry_10 fexit_10 10, fentry_11 fexit_11 11,
+    fentry_12 fexit_12 12, fentry_13 fexit_13 13, fentry_14 fexit_14 14, fentry_15 fexit_15 15,
+    fentry_16 fexit_16 16, fentry_17 fexit_17 17, fentry_18 fexit_18 18, fentry_19 fexit_19 19,
+    fentry_20 fexit_20 20, fentry_21 fexit_21 21, fentry_22 fexit_22 22, fentry_23 fexit_23 23,
+    fentry_24 fexit_24 24, fentry_25 fexit_25 25, fentry_26 fexit_26 26, fentry_27 fexit_27 27,
+    fentry_28 fexit_28 28, fentry_29 fexit_29 29, fentry_30 fexit_30 30, fentry_31 fexit_31 31,
+    fentry_32 fexit_32 32, fentry_33 fexit_33 33, fentry_34 fexit_34 34, fentry_35 fexit_35 35,
+    fentry_36 fexit_36 36, fentry_37 fexit_37 37, fentry_38 fexit_38 38, fentry_39 fexit_39 39,
+    fentry_40 fexit_40 40, fentry_41 fexit_41 41, fentry_42 fexit_42 42, fentry_43 fexit_43 43,
+    fentry_44 fexit_44 44, fentry_45 fexit_45 45, fentry_46 fexit_46 46, fentry_47 fexit_47 47,
+    fentry_48 fexit_48 48, fentry_49 fexit_49 49, fentry_50 fexit_50 50, fentry_51 fexit_51 51,
+    fentry_52 fexit_52 52, fentry_53 fexit_53 53, fentry_54 fexit_54 54, fentry_55 fexit_55 55,
+    fentry_56 fexit_56 56, fentry_57 fexit_57 57, fentry_58 fexit_58 58, fentry_59 fexit_59 59,
+    fentry_60 fexit_60 60, fentry_61 fexit_61 61, fentry_62 fexit_62 62, fentry_63 fexit_63 63,
+);
+
+/// One `sys_enter_*`/`sys_exit_*` tracepoint pair per syscall slot; the slot is the function
+/// id, so no syscall-number table is needed. Minimum kernel 4.7.
+macro_rules! syscall_slots {
+    ($($enter:ident $exit:ident $id:literal),* $(,)?) => {$(
+        #[tracepoint]
+        pub fn $enter(_ctx: TracePointContext) -> u32 {
+            enter($id, 0);
+            0
+        }
+
+        #[tracepoint]
+        pub fn $exit(_ctx: TracePointContext) -> u32 {
+            leave(ReturnOf::Func($id));
+            0
+        }
+    )*};
+}
+
+syscall_slots!(
+    sys_enter_0 sys_exit_0 0, sys_enter_1 sys_exit_1 1, sys_enter_2 sys_exit_2 2,
+    sys_enter_3 sys_exit_3 3, sys_enter_4 sys_exit_4 4, sys_enter_5 sys_exit_5 5,
+    sys_enter_6 sys_exit_6 6, sys_enter_7 sys_exit_7 7, sys_enter_8 sys_exit_8 8,
+    sys_enter_9 sys_exit_9 9, sys_enter_10 sys_exit_10 10, sys_enter_11 sys_exit_11 11,
+    sys_enter_12 sys_exit_12 12, sys_enter_13 sys_exit_13 13, sys_enter_14 sys_exit_14 14,
+    sys_enter_15 sys_exit_15 15,
+);
+
+/// `sched/sched_switch`, for `--off-cpu`.
+#[tracepoint]
+pub fn sched_switch(ctx: TracePointContext) -> u32 {
+    // SAFETY: bounds-checked reads from the tracepoint record.
+    let prev: Result<i32, _> = unsafe { ctx.read_at(config_u32(&SWITCH_PREV_PID_OFFSET)) };
+    let next: Result<i32, _> = unsafe { ctx.read_at(config_u32(&SWITCH_NEXT_PID_OFFSET)) };
+    if let (Ok(prev), Ok(next)) = (prev, next) {
+        on_switch(prev as u32, next as u32);
+    }
+    0
+}
+
+/// `sched/sched_process_fork`: children of a traced process are traced too, so `-- cmd`
+/// covers the command's whole process tree.
+#[tracepoint]
+pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
+    let parent_tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    if unsafe { TGIDS.get(&parent_tgid) }.is_none() {
+        return 0;
+    }
+    // SAFETY: bounds-checked read from the tracepoint record.
+    if let Ok(child) = unsafe { ctx.read_at::<i32>(config_u32(&FORK_CHILD_PID_OFFSET)) } {
+        let _ = TGIDS.insert(&(child as u32), &1, 0);
+    }
+    0
+}

@@ -1,0 +1,60 @@
+//! Loading the eBPF object with this run's configuration baked into `.rodata`.
+
+use aya::{Ebpf, EbpfError, EbpfLoader};
+use profiler_common::{NUM_BUCKETS, names};
+
+use super::TracepointOffsets;
+
+/// The eBPF object built from `profiler-ebpf` by `build.rs`.
+static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/profiler"));
+
+/// What the probes need to know before they are loaded.
+#[derive(Clone, Debug, Default)]
+pub struct ProbeConfig {
+    /// Number of probed functions (sizes the per-function maps).
+    pub functions: u32,
+    /// Capacity of the per-task frame map: tasks with open probed calls at one instant.
+    pub max_tasks: u32,
+    /// Only tasks whose tgid is in the `TGIDS` map.
+    pub filter_tgids: bool,
+    pub tid: Option<u32>,
+    pub cpu: Option<u32>,
+    pub cgroup_id: Option<u64>,
+    pub comm: Option<[u8; 16]>,
+    pub min_latency_ns: u64,
+    pub off_cpu: bool,
+    pub offsets: Option<TracepointOffsets>,
+}
+
+/// Loads the maps and program definitions; programs are loaded into the kernel when attached.
+pub fn load(config: &ProbeConfig) -> Result<Ebpf, EbpfError> {
+    let functions = config.functions.max(1);
+    let filter_tgids = u8::from(config.filter_tgids);
+    let tid = config.tid.unwrap_or(0);
+    let cpu = config.cpu.unwrap_or(u32::MAX);
+    let cgroup = config.cgroup_id.unwrap_or(0);
+    let comm = config.comm.unwrap_or([0; 16]);
+    let off_cpu = u8::from(config.off_cpu);
+    let offsets = config.offsets;
+    let (prev_pid, next_pid, child_pid) = offsets
+        .map(|o| (o.switch_prev_pid, o.switch_next_pid, o.fork_child_pid))
+        .unwrap_or((24, 56, 44));
+
+    let mut loader = EbpfLoader::new();
+    loader
+        .override_global("FILTER_TGIDS", &filter_tgids, true)
+        .override_global("FILTER_TID", &tid, true)
+        .override_global("FILTER_CPU", &cpu, true)
+        .override_global("FILTER_CGROUP", &cgroup, true)
+        .override_global("FILTER_COMM", &comm, true)
+        .override_global("MIN_LATENCY_NS", &config.min_latency_ns, true)
+        .override_global("TRACK_OFF_CPU", &off_cpu, true)
+        .override_global("SWITCH_PREV_PID_OFFSET", &prev_pid, true)
+        .override_global("SWITCH_NEXT_PID_OFFSET", &next_pid, true)
+        .override_global("FORK_CHILD_PID_OFFSET", &child_pid, true)
+        .map_max_entries(names::STATS, functions)
+        .map_max_entries(names::HIST, functions * NUM_BUCKETS)
+        .map_max_entries(names::FUNC_IPS, functions * 2)
+        .map_max_entries(names::TASKS, config.max_tasks.max(1));
+    loader.load(EBPF_OBJECT)
+}

@@ -1,0 +1,15 @@
+//! Stage 2: load the eBPF object and attach its programs in the chosen mode.
+//!
+//! Every attachment is owned by the returned [`aya::Ebpf`]: links are file descriptors, so
+//! they are detached when hotprof exits for any reason, SIGKILL included, and nothing is
+//! pinned.
+
+mod format;
+mod loader;
+mod mode;
+mod privileges;
+
+pub use format::{TracepointOffsets, field_offset};
+pub use loader::{ProbeConfig, load};
+pub use mode::{AttachError, AttachedMode, Mode, attach_functions, attach_syscalls, attach_tracking, kprobes_available, one_line};
+pub use privileges::check_privileges;

@@ -1,0 +1,248 @@
+//! Choosing and attaching a probe mode: fentry/fexit, kprobe/kretprobe or syscall
+//! tracepoints.
+
+use std::path::Path;
+
+use aya::{
+    Btf, Ebpf,
+    maps::HashMap,
+    programs::{FEntry, FExit, KProbe, TracePoint},
+};
+use profiler_common::{FENTRY_SLOTS, SYSCALL_SLOTS, names};
+
+use crate::resolve::Target;
+
+/// What the user asked for with `--mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    /// fentry/fexit when BTF and trampolines work (decided by trying), else kprobe.
+    Auto,
+    /// fentry/fexit only (5.5+, BTF).
+    Fentry,
+    /// kprobe/kretprobe only (5.15+).
+    Kprobe,
+}
+
+/// The mechanism actually in use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttachedMode {
+    Fentry,
+    Kprobe,
+    Syscall,
+}
+
+impl AttachedMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Fentry => "fentry",
+            Self::Kprobe => "kprobe",
+            Self::Syscall => "syscall",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AttachError {
+    #[error(
+        "this kernel ({release}) has no kprobes (no kprobe PMU in /sys/bus/event_source/devices): \
+         kernel functions cannot be probed here; `hotprof --syscall NAME` still works, or run \
+         inside a VM with a kprobe-enabled kernel: `cargo xtask vm -- hotprof --fn ...`"
+    )]
+    NoKprobes { release: String },
+    #[error("fentry cannot attach to {function}: {reason}")]
+    Fentry { function: String, reason: String },
+    #[error("fentry mode handles at most {FENTRY_SLOTS} functions per run ({requested} requested): use --mode kprobe")]
+    TooManyForFentry { requested: usize },
+    #[error("kprobe cannot attach to {function}: {reason}")]
+    Kprobe { function: String, reason: String },
+    #[error("at most {SYSCALL_SLOTS} syscalls per run ({requested} requested)")]
+    TooManySyscalls { requested: usize },
+    #[error("unknown syscall '{name}': no tracepoint syscalls/sys_enter_{name}{}", crate::resolve::did_you_mean(.suggestions))]
+    UnknownSyscall { name: String, suggestions: Vec<String> },
+    #[error("cannot attach tracepoint {tracepoint}: {reason}")]
+    Tracepoint { tracepoint: String, reason: String },
+    #[error("internal: {0}")]
+    Internal(String),
+}
+
+/// Whether this kernel can create kprobes through perf (how aya attaches them).
+pub fn kprobes_available() -> bool {
+    Path::new("/sys/bus/event_source/devices/kprobe/type").exists()
+}
+
+/// Attaches the function probes. Returns the mode used and notes for the user (fallbacks).
+pub fn attach_functions(ebpf: &mut Ebpf, targets: &[Target], mode: Mode) -> Result<(AttachedMode, Vec<String>), AttachError> {
+    let mut notes = Vec::new();
+    match mode {
+        Mode::Fentry => {
+            attach_fentry(ebpf, targets)?;
+            Ok((AttachedMode::Fentry, notes))
+        }
+        Mode::Kprobe => {
+            attach_kprobes(ebpf, targets)?;
+            Ok((AttachedMode::Kprobe, notes))
+        }
+        Mode::Auto => match attach_fentry(ebpf, targets) {
+            Ok(()) => Ok((AttachedMode::Fentry, notes)),
+            Err(error) => {
+                detach_fentry(ebpf, targets.len());
+                notes.push(format!("{error}; using kprobe/kretprobe instead"));
+                attach_kprobes(ebpf, targets)?;
+                Ok((AttachedMode::Kprobe, notes))
+            }
+        },
+    }
+}
+
+fn attach_fentry(ebpf: &mut Ebpf, targets: &[Target]) -> Result<(), AttachError> {
+    if targets.len() > FENTRY_SLOTS as usize {
+        return Err(AttachError::TooManyForFentry { requested: targets.len() });
+    }
+    let first = targets.first().map(|t| t.symbol.clone()).unwrap_or_default();
+    let btf = Btf::from_sys_fs().map_err(|e| AttachError::Fentry {
+        function: first,
+        reason: format!("no kernel BTF (/sys/kernel/btf/vmlinux): {e}"),
+    })?;
+    for (slot, target) in targets.iter().enumerate() {
+        let fail = |reason: String| AttachError::Fentry { function: target.symbol.clone(), reason };
+        if target.traceable == Some(false) {
+            return Err(fail("not in available_filter_functions (notrace or inlined)".into()));
+        }
+        let entry: &mut FEntry = program(ebpf, &format!("fentry_{slot}"))?;
+        entry.load(&target.symbol, &btf).map_err(|e| fail(one_line(&e)))?;
+        entry.attach().map_err(|e| fail(one_line(&e)))?;
+        let exit: &mut FExit = program(ebpf, &format!("fexit_{slot}"))?;
+        exit.load(&target.symbol, &btf).map_err(|e| fail(one_line(&e)))?;
+        exit.attach().map_err(|e| fail(one_line(&e)))?;
+    }
+    Ok(())
+}
+
+/// Unloads whatever fentry/fexit slots an unsuccessful attempt left behind.
+fn detach_fentry(ebpf: &mut Ebpf, slots: usize) {
+    for slot in 0..slots.min(FENTRY_SLOTS as usize) {
+        if let Ok(entry) = program::<FEntry>(ebpf, &format!("fentry_{slot}")) {
+            let _ = entry.unload();
+        }
+        if let Ok(exit) = program::<FExit>(ebpf, &format!("fexit_{slot}")) {
+            let _ = exit.unload();
+        }
+    }
+}
+
+fn attach_kprobes(ebpf: &mut Ebpf, targets: &[Target]) -> Result<(), AttachError> {
+    if !kprobes_available() {
+        return Err(AttachError::NoKprobes { release: crate::kernel_release() });
+    }
+    {
+        let mut func_ips: HashMap<_, u64, u32> = HashMap::try_from(
+            ebpf.map_mut(names::FUNC_IPS).ok_or_else(|| AttachError::Internal("FUNC_IPS map missing".into()))?,
+        )
+        .map_err(|e| AttachError::Internal(e.to_string()))?;
+        for (id, target) in targets.iter().enumerate() {
+            if target.address == 0 {
+                return Err(AttachError::Kprobe {
+                    function: target.symbol.clone(),
+                    reason: "its address is hidden in /proc/kallsyms (kptr_restrict): run as root".into(),
+                });
+            }
+            func_ips
+                .insert(target.address, id as u32, 0)
+                .map_err(|e| AttachError::Internal(e.to_string()))?;
+        }
+    }
+    let entry: &mut KProbe = program(ebpf, "kprobe_entry")?;
+    entry.load().map_err(|e| AttachError::Internal(format!("loading kprobe_entry: {}", one_line(&e))))?;
+    for target in targets {
+        entry.attach(&target.symbol, 0).map_err(|e| AttachError::Kprobe {
+            function: target.symbol.clone(),
+            reason: one_line(&e),
+        })?;
+    }
+    let exit: &mut KProbe = program(ebpf, "kretprobe_exit")?;
+    exit.load().map_err(|e| AttachError::Internal(format!("loading kretprobe_exit: {}", one_line(&e))))?;
+    for target in targets {
+        exit.attach(&target.symbol, 0).map_err(|e| AttachError::Kprobe {
+            function: target.symbol.clone(),
+            reason: one_line(&e),
+        })?;
+    }
+    Ok(())
+}
+
+/// Attaches `syscalls/sys_enter_NAME` and `sys_exit_NAME` for each syscall.
+pub fn attach_syscalls(ebpf: &mut Ebpf, syscalls: &[String], tracefs: &Path) -> Result<(), AttachError> {
+    if syscalls.len() > SYSCALL_SLOTS as usize {
+        return Err(AttachError::TooManySyscalls { requested: syscalls.len() });
+    }
+    let events = tracefs.join("events/syscalls");
+    for (slot, name) in syscalls.iter().enumerate() {
+        if !events.join(format!("sys_enter_{name}")).is_dir() {
+            return Err(AttachError::UnknownSyscall { name: name.clone(), suggestions: similar_syscalls(&events, name) });
+        }
+        for (side, program_name) in [("enter", format!("sys_enter_{slot}")), ("exit", format!("sys_exit_{slot}"))] {
+            let tracepoint = format!("sys_{side}_{name}");
+            let fail = |e: &dyn std::error::Error| AttachError::Tracepoint {
+                tracepoint: format!("syscalls/{tracepoint}"),
+                reason: one_line(e),
+            };
+            let prog: &mut TracePoint = program(ebpf, &program_name)?;
+            prog.load().map_err(|e| fail(&e))?;
+            prog.attach("syscalls", &tracepoint).map_err(|e| fail(&e))?;
+        }
+    }
+    Ok(())
+}
+
+fn similar_syscalls(events: &Path, name: &str) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(events) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix("sys_enter_").map(str::to_string))
+        .filter(|candidate| candidate.contains(name) || name.contains(candidate.as_str()))
+        .collect();
+    names.sort_by_key(|c| c.len().abs_diff(name.len()));
+    names.truncate(3);
+    names
+}
+
+/// Attaches the scheduler tracepoints a run needs: `sched_switch` for `--off-cpu`,
+/// `sched_process_fork` to follow a traced process tree.
+pub fn attach_tracking(ebpf: &mut Ebpf, off_cpu: bool, follow_forks: bool) -> Result<(), AttachError> {
+    for (wanted, name) in [(off_cpu, "sched_switch"), (follow_forks, "sched_process_fork")] {
+        if !wanted {
+            continue;
+        }
+        let fail = |e: &dyn std::error::Error| AttachError::Tracepoint { tracepoint: format!("sched/{name}"), reason: one_line(e) };
+        let prog: &mut TracePoint = program(ebpf, name)?;
+        prog.load().map_err(|e| fail(&e))?;
+        prog.attach("sched", name).map_err(|e| fail(&e))?;
+    }
+    Ok(())
+}
+
+fn program<'a, T>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut T, AttachError>
+where
+    &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
+{
+    let program = ebpf
+        .program_mut(name)
+        .ok_or_else(|| AttachError::Internal(format!("program {name} missing from the eBPF object")))?;
+    program.try_into().map_err(|e| AttachError::Internal(format!("program {name}: {e}")))
+}
+
+/// An error and its causes on one line (aya nests the useful part, e.g. the errno).
+pub fn one_line(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text.replace('\n', " ")
+}

@@ -1,0 +1,59 @@
+//! Who may load BPF programs: root, or CAP_BPF + CAP_PERFMON (5.8+), or CAP_SYS_ADMIN.
+
+const CAP_SYS_ADMIN: u32 = 21;
+const CAP_PERFMON: u32 = 38;
+const CAP_BPF: u32 = 39;
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: i32,
+}
+
+#[repr(C)]
+#[derive(Default, Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// The effective capability set of this process.
+fn effective_caps() -> u64 {
+    let mut header = CapHeader { version: 0x2008_0522, pid: 0 }; // _LINUX_CAPABILITY_VERSION_3
+    let mut data = [CapData::default(); 2];
+    // SAFETY: capget with a v3 header and room for two data structs, as the ABI requires.
+    let rc = unsafe { libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) };
+    if rc != 0 {
+        return 0;
+    }
+    u64::from(data[0].effective) | (u64::from(data[1].effective) << 32)
+}
+
+/// Whether `caps` allow loading and attaching tracing programs.
+pub fn caps_suffice(caps: u64) -> bool {
+    let has = |cap: u32| caps & (1 << cap) != 0;
+    has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON))
+}
+
+/// A one-line error unless this process may load tracing BPF programs.
+pub fn check_privileges() -> Result<(), String> {
+    if caps_suffice(effective_caps()) {
+        Ok(())
+    } else {
+        Err("hotprof needs root, or CAP_BPF and CAP_PERFMON (CAP_SYS_ADMIN before Linux 5.8): run it with sudo".into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn needs_sys_admin_or_bpf_plus_perfmon() {
+        assert!(caps_suffice(1 << CAP_SYS_ADMIN));
+        assert!(caps_suffice((1 << CAP_BPF) | (1 << CAP_PERFMON)));
+        assert!(!caps_suffice(1 << CAP_BPF));
+        assert!(!caps_suffice(0));
+    }
+}

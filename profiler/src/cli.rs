@@ -1,0 +1,116 @@
+//! The command line: `hotprof [record options] [-- CMD]` or `hotprof <subcommand>`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::attach::Mode;
+use crate::units::{parse_duration, parse_positive_duration};
+
+const EXAMPLES: &str = "\
+Examples:
+  # Per-call latency of the audit filter while a getpid loop runs (seed: 203 -> 173 ns)
+  sudo hotprof --fn __audit_filter_op -- syscall_lat 100000
+  # Every copy_*_iter* function for 5 s, one histogram each, JSON for later comparison
+  sudo hotprof --fn 'copy_*_iter*' --duration 5s --json copy.json
+  # _copy_to_user while reading a file, only calls slower than 1 us
+  sudo hotprof --fn _copy_to_user --min-latency 1us -- dd if=/tmp/f of=/dev/null bs=1M
+  # Syscall latency via tracepoints (works on kernels without kprobes)
+  sudo hotprof --syscall getpid --interval 1s
+  # Which functions match, and which probe modes can attach to them
+  sudo hotprof list 'copy_*_iter*'";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "hotprof",
+    version,
+    about = "Per-call latency of kernel functions, measured in the kernel with eBPF",
+    after_help = EXAMPLES,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub record: RecordArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List kernel functions matching a glob and which probe modes can attach to each.
+    List(ListArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Function name or glob (`copy_*_iter*`).
+    pub pattern: String,
+}
+
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// Kernel function (or glob) to time; repeat for several. GCC clones (.isra/.constprop/
+    /// .part) are resolved automatically.
+    #[arg(long = "fn", value_name = "FUNC|GLOB")]
+    pub functions: Vec<String>,
+
+    /// Syscall to time via its sys_enter/sys_exit tracepoints (no kprobes needed).
+    #[arg(long = "syscall", value_name = "NAME")]
+    pub syscalls: Vec<String>,
+
+    /// Probe mechanism for --fn.
+    #[arg(long, value_enum, default_value_t = Mode::Auto)]
+    pub mode: Mode,
+
+    /// Stop after this long (e.g. 10s, 500ms). Default: until Ctrl-C or the workload exits.
+    #[arg(long, value_parser = parse_positive_duration)]
+    pub duration: Option<Duration>,
+
+    /// Print (and start afresh) a report every interval.
+    #[arg(long, value_parser = parse_positive_duration)]
+    pub interval: Option<Duration>,
+
+    /// Write the recording (raw buckets included) as versioned JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// Ignore calls faster than this (they are still counted).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub min_latency: Option<Duration>,
+
+    /// Also measure the time spent switched out inside each call (sched_switch).
+    #[arg(long)]
+    pub off_cpu: bool,
+
+    /// Capacity for tasks with open probed calls at one instant (per-task map size).
+    #[arg(long, default_value_t = 16384, value_parser = clap::value_parser!(u32).range(1..=4_194_304))]
+    pub max_tasks: u32,
+
+    #[command(flatten)]
+    pub filter: FilterArgs,
+
+    /// Workload to run and measure (only its process tree, only while it runs).
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args, Default)]
+pub struct FilterArgs {
+    /// Only these processes (thread-group ids); repeatable.
+    #[arg(short = 'p', long = "pid", value_name = "PID", value_parser = clap::value_parser!(u32).range(1..))]
+    pub pids: Vec<u32>,
+    /// Only this thread.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub tid: Option<u32>,
+    /// Only tasks with this command name (as in /proc/PID/comm, at most 15 bytes).
+    #[arg(long)]
+    pub comm: Option<String>,
+    /// Only tasks in this cgroup v2 directory (e.g. /sys/fs/cgroup/system.slice/foo.service).
+    #[arg(long, value_name = "PATH")]
+    pub cgroup: Option<PathBuf>,
+    /// Only calls entered on this CPU.
+    #[arg(long)]
+    pub cpu: Option<u32>,
+}

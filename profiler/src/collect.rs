@@ -1,0 +1,181 @@
+//! Stage 3: read the in-kernel aggregates back and merge the per-CPU copies.
+
+use aya::{
+    Ebpf,
+    maps::{HashMap, MapData, PerCpuArray},
+};
+use profiler_common::{Counter, FuncStats, NUM_BUCKETS, NUM_COUNTERS, TaskFrames, names};
+
+use crate::model::{Histogram, Losses};
+
+/// Cumulative per-function aggregates, merged over CPUs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FunctionTotals {
+    pub count: u64,
+    pub sum_ns: u64,
+    pub sum_sq_ns2: u128,
+    /// Exact over the whole run; for an interval delta, bucket bounds (±3%).
+    pub min_ns: u64,
+    pub max_ns: u64,
+    pub on_cpu_sum_ns: u64,
+    pub below_min: u64,
+    pub histogram: Histogram,
+}
+
+/// Everything readable from the maps at one instant.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    pub functions: Vec<FunctionTotals>,
+    pub counters: [u64; NUM_COUNTERS as usize],
+    /// Frames open right now (calls in flight).
+    pub open_frames: u64,
+}
+
+/// Merges the per-CPU copies of one function's stats.
+pub fn merge_stats<'a>(per_cpu: impl IntoIterator<Item = &'a FuncStats>) -> FunctionTotals {
+    let mut totals = FunctionTotals { min_ns: u64::MAX, ..Default::default() };
+    for stats in per_cpu {
+        if stats.count > 0 {
+            totals.min_ns = totals.min_ns.min(stats.min_ns);
+            totals.max_ns = totals.max_ns.max(stats.max_ns);
+        }
+        totals.count += stats.count;
+        totals.sum_ns += stats.sum_ns;
+        totals.sum_sq_ns2 += (u128::from(stats.sum_sq_hi) << 64) | u128::from(stats.sum_sq_lo);
+        totals.on_cpu_sum_ns += stats.on_cpu_sum_ns;
+        totals.below_min += stats.below_min;
+    }
+    if totals.count == 0 {
+        totals.min_ns = 0;
+    }
+    totals
+}
+
+/// Reads every map. `functions` is the number of probed functions.
+pub fn snapshot(ebpf: &Ebpf, functions: usize) -> anyhow::Result<Snapshot> {
+    use anyhow::Context as _;
+    let stats: PerCpuArray<&MapData, FuncStats> =
+        PerCpuArray::try_from(ebpf.map(names::STATS).context("STATS map missing")?)?;
+    let hist: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(ebpf.map(names::HIST).context("HIST map missing")?)?;
+    let counters_map: PerCpuArray<&MapData, u64> =
+        PerCpuArray::try_from(ebpf.map(names::COUNTERS).context("COUNTERS map missing")?)?;
+    let tasks: HashMap<&MapData, u32, TaskFrames> =
+        HashMap::try_from(ebpf.map(names::TASKS).context("TASKS map missing")?)?;
+
+    let mut snapshot = Snapshot::default();
+    for func in 0..functions as u32 {
+        let per_cpu = stats.get(&func, 0).context("reading STATS")?;
+        let mut totals = merge_stats(per_cpu.iter());
+        if totals.count > 0 {
+            for bucket in 0..NUM_BUCKETS {
+                let index = func * NUM_BUCKETS + bucket;
+                let count: u64 = hist.get(&index, 0).context("reading HIST")?.iter().sum();
+                totals.histogram.add_bucket(bucket, count);
+            }
+        }
+        snapshot.functions.push(totals);
+    }
+    for (index, slot) in snapshot.counters.iter_mut().enumerate() {
+        *slot = counters_map.get(&(index as u32), 0).context("reading COUNTERS")?.iter().sum();
+    }
+    snapshot.open_frames = tasks.iter().filter_map(Result::ok).map(|(_, task)| u64::from(task.depth)).sum();
+    Ok(snapshot)
+}
+
+impl Snapshot {
+    pub fn counter(&self, counter: Counter) -> u64 {
+        self.counters[counter as usize]
+    }
+
+    /// What the probes could not time, as of this snapshot.
+    pub fn losses(&self) -> Losses {
+        Losses {
+            depth_exceeded: self.counter(Counter::DepthExceeded),
+            task_map_full: self.counter(Counter::TaskMapFull),
+            unmatched_returns: self.counter(Counter::UnmatchedReturn),
+            orphaned_frames: self.counter(Counter::OrphanedFrames),
+            open_at_stop: self.open_frames,
+            slot_missing: self.counter(Counter::SlotMissing),
+            kernel_missed: 0,
+        }
+    }
+
+    /// The activity between `earlier` and `self` (cumulative maps are never reset, so an
+    /// interval report loses nothing to a read-then-clear race).
+    pub fn since(&self, earlier: &Snapshot) -> Snapshot {
+        let functions = self
+            .functions
+            .iter()
+            .enumerate()
+            .map(|(i, now)| match earlier.functions.get(i) {
+                Some(before) => now.since(before),
+                None => now.clone(),
+            })
+            .collect();
+        let mut counters = self.counters;
+        for (slot, before) in counters.iter_mut().zip(earlier.counters) {
+            *slot = slot.saturating_sub(before);
+        }
+        Snapshot { functions, counters, open_frames: self.open_frames }
+    }
+}
+
+impl FunctionTotals {
+    fn since(&self, before: &FunctionTotals) -> FunctionTotals {
+        let mut histogram = Histogram::new();
+        let earlier: std::collections::BTreeMap<u64, u64> =
+            before.histogram.iter().map(|(lower, _, count)| (lower, count)).collect();
+        for (lower, _, count) in self.histogram.iter() {
+            let delta = count - earlier.get(&lower).copied().unwrap_or(0);
+            histogram.add_bucket(profiler_common::bucket_index(lower), delta);
+        }
+        let bounds: Vec<(u64, u64, u64)> = histogram.iter().collect();
+        FunctionTotals {
+            count: self.count - before.count,
+            sum_ns: self.sum_ns - before.sum_ns,
+            sum_sq_ns2: self.sum_sq_ns2 - before.sum_sq_ns2,
+            min_ns: bounds.first().map_or(0, |b| b.0.max(self.min_ns)),
+            max_ns: bounds.last().map_or(0, |b| b.1.min(self.max_ns)),
+            on_cpu_sum_ns: self.on_cpu_sum_ns - before.on_cpu_sum_ns,
+            below_min: self.below_min - before.below_min,
+            histogram,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats(count: u64, sum: u64, min: u64, max: u64) -> FuncStats {
+        FuncStats { count, sum_ns: sum, sum_sq_lo: sum * sum, min_ns: min, max_ns: max, ..Default::default() }
+    }
+
+    #[test]
+    fn merging_ignores_idle_cpus_for_min() {
+        let idle = FuncStats { min_ns: 0, ..Default::default() };
+        let merged = merge_stats([&stats(2, 30, 10, 20), &idle, &stats(1, 5, 5, 5)]);
+        assert_eq!((merged.count, merged.sum_ns, merged.min_ns, merged.max_ns), (3, 35, 5, 20));
+        assert_eq!(merge_stats([&idle]).min_ns, 0);
+    }
+
+    #[test]
+    fn merging_carries_the_128_bit_sum_of_squares() {
+        let high = FuncStats { count: 1, sum_sq_lo: 1, sum_sq_hi: 2, ..Default::default() };
+        assert_eq!(merge_stats([&high, &high]).sum_sq_ns2, (4u128 << 64) + 2);
+    }
+
+    #[test]
+    fn interval_deltas_are_exact() {
+        let mut before = FunctionTotals { count: 1, sum_ns: 100, sum_sq_ns2: 10_000, min_ns: 100, max_ns: 100, ..Default::default() };
+        before.histogram.record(100);
+        let mut now = FunctionTotals { count: 3, sum_ns: 2_100, sum_sq_ns2: 2_010_000, min_ns: 100, max_ns: 1_000, ..Default::default() };
+        now.histogram.record(100);
+        now.histogram.record(1_000);
+        now.histogram.record(1_000);
+        let delta = now.since(&before);
+        assert_eq!((delta.count, delta.sum_ns, delta.sum_sq_ns2), (2, 2_000, 2_000_000));
+        assert_eq!(delta.histogram.total(), 2);
+        assert!(delta.min_ns >= 992 && delta.max_ns <= 1_000, "{delta:?}");
+    }
+}

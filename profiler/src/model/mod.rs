@@ -1,0 +1,7 @@
+//! Stage 4: the data model every report is made from, and its versioned JSON form.
+
+mod histogram;
+mod recording;
+
+pub use histogram::Histogram;
+pub use recording::{FunctionRecord, Losses, Recording, SCHEMA_VERSION, load_recording};

@@ -1,0 +1,258 @@
+//! A recording: what one hotprof run measured, in the versioned schema `--json` writes.
+//!
+//! Schema (version 1), documented in `docs/json-schema.md`:
+//! - `schema_version`: 1; readers refuse other versions.
+//! - `functions[].buckets`: the raw log-linear histogram as `[lower_ns, upper_ns, count]`
+//!   triples, so recordings can be merged and compared without loss.
+//! - Derived fields (`p50_ns`, `stddev_ns`, …) are for convenience; the buckets and sums are
+//!   the truth.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::Histogram;
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Recording {
+    pub schema_version: u32,
+    /// `hotprof <version>`.
+    pub tool: String,
+    /// `uname -r` of the measured kernel.
+    pub kernel: String,
+    /// `kprobe`, `fentry` or `syscall`.
+    pub mode: String,
+    /// Wall time the probes were attached.
+    pub duration_ns: u64,
+    /// The workload command, when hotprof ran one.
+    #[serde(default)]
+    pub command: Vec<String>,
+    pub functions: Vec<FunctionRecord>,
+    pub losses: Losses,
+    /// hotprof's own measured cost per probed call (entry + return), when calibrated.
+    #[serde(default)]
+    pub probe_overhead_ns: Option<f64>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct FunctionRecord {
+    /// What the user asked for (`__ep_eventpoll_poll`).
+    pub name: String,
+    /// What was attached (`__ep_eventpoll_poll.isra.0`).
+    pub symbol: String,
+    pub count: u64,
+    pub sum_ns: u64,
+    pub min_ns: u64,
+    pub max_ns: u64,
+    pub mean_ns: f64,
+    /// Population standard deviation, from the exact in-kernel sum of squares.
+    pub stddev_ns: f64,
+    pub p50_ns: u64,
+    pub p90_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+    /// Sum of squared durations (ns²), as f64 (exact in the kernel; rounded here).
+    pub sum_sq_ns2: f64,
+    /// Sum of the on-CPU part of each call (`--off-cpu` only).
+    #[serde(default)]
+    pub on_cpu_sum_ns: Option<u64>,
+    /// Calls faster than `--min-latency`, counted but not in the histogram.
+    #[serde(default)]
+    pub below_min_latency: u64,
+    /// `[lower_ns, upper_ns, count]` for every non-empty bucket.
+    pub buckets: Vec<[u64; 3]>,
+}
+
+/// Everything the probes could not time, so nothing is lost silently.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Losses {
+    /// Entries dropped because `MAX_DEPTH` frames were already open on the task.
+    pub depth_exceeded: u64,
+    /// Entries dropped because the per-task map was full (`--max-tasks`).
+    pub task_map_full: u64,
+    /// Returns whose entry was not seen (in flight when hotprof attached).
+    pub unmatched_returns: u64,
+    /// Frames whose return was never seen (e.g. kretprobe maxactive exhausted).
+    pub orphaned_frames: u64,
+    /// Calls still open when hotprof stopped.
+    pub open_at_stop: u64,
+    /// Internal map slot lookups that failed (should be 0).
+    pub slot_missing: u64,
+    /// Kernel-reported misses: kretprobe `nmissed` and BPF recursion misses, where readable.
+    #[serde(default)]
+    pub kernel_missed: u64,
+}
+
+impl Losses {
+    pub fn total_dropped(&self) -> u64 {
+        self.depth_exceeded + self.task_map_full + self.orphaned_frames + self.slot_missing + self.kernel_missed
+    }
+}
+
+impl FunctionRecord {
+    /// The histogram held in `buckets`.
+    pub fn histogram(&self) -> Histogram {
+        let mut histogram = Histogram::new();
+        for &[lower, _, count] in &self.buckets {
+            histogram.add_bucket(profiler_common::bucket_index(lower), count);
+        }
+        histogram
+    }
+
+    /// Fills every derived field from the exact aggregates and the histogram.
+    pub fn from_aggregates(
+        name: String,
+        symbol: String,
+        histogram: &Histogram,
+        count: u64,
+        sum_ns: u64,
+        sum_sq_ns2: u128,
+        min_ns: u64,
+        max_ns: u64,
+    ) -> Self {
+        let mean = if count > 0 { sum_ns as f64 / count as f64 } else { 0.0 };
+        let variance = if count > 0 { (sum_sq_ns2 as f64 / count as f64 - mean * mean).max(0.0) } else { 0.0 };
+        let (min, max) = if count > 0 { (Some(min_ns), Some(max_ns)) } else { (None, None) };
+        let quantile = |q| histogram.quantile(q, min, max).unwrap_or(0);
+        Self {
+            name,
+            symbol,
+            count,
+            sum_ns,
+            min_ns: if count > 0 { min_ns } else { 0 },
+            max_ns,
+            mean_ns: mean,
+            stddev_ns: variance.sqrt(),
+            p50_ns: quantile(0.5),
+            p90_ns: quantile(0.9),
+            p99_ns: quantile(0.99),
+            p999_ns: quantile(0.999),
+            sum_sq_ns2: sum_sq_ns2 as f64,
+            on_cpu_sum_ns: None,
+            below_min_latency: 0,
+            buckets: histogram.iter().map(|(lower, upper, count)| [lower, upper, count]).collect(),
+        }
+    }
+}
+
+/// Why a recording file cannot be used; each a one-line message.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read {path}: {source}")]
+    Io { path: String, source: std::io::Error },
+    #[error("{path} is empty")]
+    Empty { path: String },
+    #[error("{path} is not a hotprof recording: {reason}")]
+    Corrupt { path: String, reason: String },
+    #[error("{path} has schema version {found}; this hotprof reads version {SCHEMA_VERSION}")]
+    Version { path: String, found: u64 },
+    #[error("{path} is inconsistent: {reason}")]
+    Inconsistent { path: String, reason: String },
+}
+
+/// Largest recording accepted (a real one is a few hundred KiB).
+const MAX_RECORDING_BYTES: u64 = 256 << 20;
+
+/// Reads and validates a recording written by `--json`.
+pub fn load_recording(path: &Path) -> Result<Recording, LoadError> {
+    let shown = path.display().to_string();
+    let io = |source| LoadError::Io { path: shown.clone(), source };
+    let size = std::fs::metadata(path).map_err(io)?.len();
+    if size > MAX_RECORDING_BYTES {
+        return Err(LoadError::Corrupt { path: shown, reason: format!("{size} bytes is larger than any recording") });
+    }
+    let data = std::fs::read(path).map_err(io)?;
+    parse_recording(&data, &shown)
+}
+
+/// Pure part of [`load_recording`].
+pub fn parse_recording(data: &[u8], shown: &str) -> Result<Recording, LoadError> {
+    if data.iter().all(u8::is_ascii_whitespace) {
+        return Err(LoadError::Empty { path: shown.into() });
+    }
+    let value: serde_json::Value = serde_json::from_slice(data)
+        .map_err(|e| LoadError::Corrupt { path: shown.into(), reason: e.to_string() })?;
+    match value.get("schema_version").and_then(serde_json::Value::as_u64) {
+        Some(v) if v == SCHEMA_VERSION as u64 => {}
+        Some(found) => return Err(LoadError::Version { path: shown.into(), found }),
+        None => return Err(LoadError::Corrupt { path: shown.into(), reason: "no schema_version field".into() }),
+    }
+    let recording: Recording = serde_json::from_value(value)
+        .map_err(|e| LoadError::Corrupt { path: shown.into(), reason: e.to_string() })?;
+    for function in &recording.functions {
+        let in_buckets: u64 = function.buckets.iter().map(|b| b[2]).sum();
+        if in_buckets != function.count {
+            return Err(LoadError::Inconsistent {
+                path: shown.into(),
+                reason: format!("{}: buckets hold {in_buckets} calls but count is {}", function.name, function.count),
+            });
+        }
+    }
+    Ok(recording)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Recording {
+        let mut histogram = Histogram::new();
+        for v in [100, 200, 300, 10_000] {
+            histogram.record(v);
+        }
+        let sum_sq = [100u128, 200, 300, 10_000].iter().map(|v| v * v).sum();
+        Recording {
+            schema_version: SCHEMA_VERSION,
+            tool: "hotprof test".into(),
+            kernel: "6.12.0".into(),
+            mode: "kprobe".into(),
+            duration_ns: 1,
+            command: vec![],
+            functions: vec![FunctionRecord::from_aggregates("f".into(), "f".into(), &histogram, 4, 10_600, sum_sq, 100, 10_000)],
+            losses: Losses::default(),
+            probe_overhead_ns: None,
+        }
+    }
+
+    #[test]
+    fn round_trips_and_buckets_reproduce_percentiles() {
+        let recording = sample();
+        let json = serde_json::to_vec(&recording).unwrap();
+        let back = parse_recording(&json, "x").unwrap();
+        assert_eq!(back, recording);
+        let function = &back.functions[0];
+        let histogram = function.histogram();
+        assert_eq!(histogram.quantile(0.5, Some(function.min_ns), Some(function.max_ns)), Some(function.p50_ns));
+        assert_eq!(histogram.quantile(0.99, Some(function.min_ns), Some(function.max_ns)), Some(function.p99_ns));
+    }
+
+    #[test]
+    fn stddev_is_the_population_stddev() {
+        let function = &sample().functions[0];
+        let mean = 10_600.0 / 4.0;
+        let var = [100.0f64, 200.0, 300.0, 10_000.0].iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / 4.0;
+        assert!((function.stddev_ns - var.sqrt()).abs() < 1e-6);
+    }
+
+    #[test]
+    fn bad_files_get_one_line_errors() {
+        let good = serde_json::to_string(&sample()).unwrap();
+        let miscounted = good.replace("\"count\":4", "\"count\":5");
+        let cases: [(&[u8], &str); 5] = [
+            (b"", "is empty"),
+            (b"{\"schema_version\": 1", "not a hotprof recording"),
+            (b"{\"schema_version\": 99}", "schema version 99"),
+            (b"[1,2,3]", "no schema_version"),
+            (miscounted.as_bytes(), "inconsistent"),
+        ];
+        for (data, expected) in cases {
+            let message = parse_recording(data, "r.json").unwrap_err().to_string();
+            assert!(message.contains(expected), "{message}");
+            assert!(!message.contains('\n'), "{message}");
+        }
+        let truncated = &good.as_bytes()[..good.len() / 2];
+        assert!(parse_recording(truncated, "r.json").is_err());
+    }
+}

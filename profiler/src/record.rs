@@ -1,0 +1,270 @@
+//! `hotprof --fn …` / `--syscall …`: the pipeline resolve → attach → collect → model → report.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use aya::maps::HashMap;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::attach::{self, AttachedMode, ProbeConfig, TracepointOffsets};
+use crate::cli::{FilterArgs, RecordArgs};
+use crate::collect::{self, Snapshot};
+use crate::model::{FunctionRecord, Recording, SCHEMA_VERSION};
+use crate::report;
+use crate::resolve::{self, KernelFunctions};
+use crate::workload::Workload;
+
+/// One probed function or syscall: what the user asked for and what was attached.
+struct Probed {
+    name: String,
+    symbol: String,
+}
+
+/// Runs a recording; returns the process exit code (the workload's, when there is one).
+pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
+    if args.functions.is_empty() && args.syscalls.is_empty() {
+        bail!("nothing to measure: give --fn FUNC or --syscall NAME (see hotprof --help)");
+    }
+    if !args.functions.is_empty() && !args.syscalls.is_empty() {
+        bail!("--fn and --syscall cannot be combined in one run");
+    }
+    if !args.command.is_empty() && !args.filter.pids.is_empty() {
+        bail!("give either -p/--pid or a command after --, not both");
+    }
+    let filter = validate_filters(&args.filter)?;
+    attach::check_privileges().map_err(anyhow::Error::msg)?;
+    let tracefs = resolve::tracefs_root();
+
+    let probed: Vec<Probed>;
+    let mut targets = Vec::new();
+    if !args.functions.is_empty() {
+        let kernel = KernelFunctions::from_system().context("cannot read /proc/kallsyms")?;
+        let btf = aya::Btf::from_sys_fs().ok();
+        let in_btf = |name: &str| {
+            btf.as_ref()
+                .is_some_and(|b| b.id_by_type_name_kind(name, aya_obj::btf::BtfKind::Func).is_ok())
+        };
+        let mut names = Vec::new();
+        for requested in &args.functions {
+            for target in kernel.resolve(requested, &in_btf)? {
+                if let Some(note) = &target.note {
+                    eprintln!("hotprof: note: {note}");
+                }
+                if !targets.iter().any(|t: &resolve::Target| t.symbol == target.symbol) {
+                    let name = if resolve::is_glob(requested) { target.symbol.clone() } else { requested.clone() };
+                    names.push(Probed { name, symbol: target.symbol.clone() });
+                    targets.push(target);
+                }
+            }
+        }
+        probed = names;
+    } else {
+        if tracefs.is_none() {
+            bail!("--syscall needs tracefs (mount -t tracefs tracefs /sys/kernel/tracing)");
+        }
+        probed = args.syscalls.iter().map(|s| Probed { name: s.clone(), symbol: format!("sys_enter_{s}") }).collect();
+    }
+
+    let follow = !args.command.is_empty();
+    let offsets = match &tracefs {
+        Some(root) if follow || args.off_cpu => Some(TracepointOffsets::read(root).map_err(anyhow::Error::msg)?),
+        _ => None,
+    };
+    let config = ProbeConfig {
+        functions: probed.len() as u32,
+        max_tasks: args.max_tasks,
+        filter_tgids: follow || !args.filter.pids.is_empty(),
+        tid: args.filter.tid,
+        cpu: args.filter.cpu,
+        cgroup_id: filter.cgroup_id,
+        comm: filter.comm,
+        min_latency_ns: args.min_latency.map_or(0, |d| d.as_nanos() as u64),
+        off_cpu: args.off_cpu,
+        offsets,
+    };
+    let mut ebpf = attach::load(&config).map_err(|e| anyhow::anyhow!("cannot load the eBPF programs: {}", attach::one_line(&e)))?;
+    let mode = if targets.is_empty() {
+        attach::attach_syscalls(&mut ebpf, &args.syscalls, tracefs.as_deref().unwrap_or(std::path::Path::new("")))?;
+        AttachedMode::Syscall
+    } else {
+        if args.mode == attach::Mode::Kprobe && !attach::kprobes_available() {
+            return Err(attach::AttachError::NoKprobes { release: crate::kernel_release() }.into());
+        }
+        let (mode, notes) = attach::attach_functions(&mut ebpf, &targets, args.mode)?;
+        for note in notes {
+            eprintln!("hotprof: note: {note}");
+        }
+        mode
+    };
+    attach::attach_tracking(&mut ebpf, args.off_cpu, follow)?;
+
+    let mut workload = if follow { Some(Workload::spawn(&args.command)?) } else { None };
+    {
+        let mut tgids: HashMap<_, u32, u8> = HashMap::try_from(ebpf.map_mut(profiler_common::names::TGIDS).context("TGIDS map missing")?)?;
+        let pids = workload.as_ref().map(|w| vec![w.pid]).unwrap_or_else(|| args.filter.pids.clone());
+        for pid in pids {
+            tgids.insert(pid, 1, 0)?;
+        }
+    }
+    eprintln!(
+        "hotprof: {} {} attached ({} mode){}",
+        probed.len(),
+        if mode == AttachedMode::Syscall { "syscall(s)" } else { "function(s)" },
+        mode.as_str(),
+        match (&workload, args.duration) {
+            (Some(_), _) => format!(", running: {}", args.command.join(" ")),
+            (None, Some(d)) => format!(", for {}", crate::units::format_ns(d.as_nanos() as f64)),
+            (None, None) => ", Ctrl-C to stop".to_string(),
+        }
+    );
+    let started = Instant::now();
+    if let Some(w) = workload.as_mut() {
+        w.release()?;
+    }
+
+    let mut exited = workload.as_ref().map(|w| {
+        let pid = w.pid;
+        tokio::task::spawn_blocking(move || crate::workload::wait_pid(pid))
+    });
+    let mut sigint = signal(SignalKind::interrupt())?;
+    let mut sigterm = signal(SignalKind::terminate())?;
+    let deadline = args.duration.map(|d| tokio::time::Instant::now() + d);
+    let mut ticker = args.interval.map(|i| tokio::time::interval_at(tokio::time::Instant::now() + i, i));
+    let mut previous = Snapshot::default();
+    let mut interval_index = 0u64;
+    let mut exit_code = 0;
+    loop {
+        tokio::select! {
+            _ = sigint.recv() => {
+                if let Some(w) = &workload { w.signal(libc::SIGINT); }
+                break;
+            }
+            _ = sigterm.recv() => {
+                if let Some(w) = &workload { w.signal(libc::SIGTERM); }
+                break;
+            }
+            status = async { exited.as_mut().unwrap().await }, if exited.is_some() => {
+                exit_code = status.context("waiting for the workload")?.context("waiting for the workload")?;
+                exited = None;
+                break;
+            }
+            _ = async { tokio::time::sleep_until(deadline.unwrap()).await }, if deadline.is_some() => {
+                if let Some(w) = &workload { w.signal(libc::SIGTERM); }
+                break;
+            }
+            _ = async { ticker.as_mut().unwrap().tick().await }, if ticker.is_some() => {
+                interval_index += 1;
+                let now = collect::snapshot(&ebpf, probed.len())?;
+                let delta = now.since(&previous);
+                let interval = args.interval.unwrap_or_default();
+                let recording = build_recording(&probed, &delta, mode, interval, &args.command, None);
+                println!("--- interval {interval_index} ({} elapsed)", crate::units::format_ns(started.elapsed().as_nanos() as f64));
+                print!("{}", report::render_recording(&recording));
+                previous = now;
+            }
+        }
+    }
+    let elapsed = started.elapsed();
+    if let Some(waiting) = exited {
+        // Stopped by a signal or the deadline: the workload was told to stop; reap it so it
+        // is not left behind, and kill it if it ignores the request.
+        if tokio::time::timeout(Duration::from_secs(5), waiting).await.is_err() {
+            if let Some(w) = &workload {
+                w.signal(libc::SIGKILL);
+            }
+        }
+    }
+    let last = collect::snapshot(&ebpf, probed.len())?;
+    drop(ebpf); // detach every probe before printing
+    let recording = build_recording(&probed, &last, mode, elapsed, &args.command, None);
+    if args.interval.is_some() {
+        println!("--- total");
+    }
+    print!("{}", report::render_recording(&recording));
+    if let Some(path) = &args.json {
+        report::write_json(&recording, path)?;
+        eprintln!("hotprof: wrote {}", path.display());
+    }
+    Ok(exit_code)
+}
+
+fn build_recording(
+    probed: &[Probed],
+    snapshot: &Snapshot,
+    mode: AttachedMode,
+    elapsed: Duration,
+    command: &[String],
+    overhead: Option<f64>,
+) -> Recording {
+    let functions = probed
+        .iter()
+        .zip(&snapshot.functions)
+        .map(|(p, t)| {
+            let mut record = FunctionRecord::from_aggregates(
+                p.name.clone(),
+                p.symbol.clone(),
+                &t.histogram,
+                t.count,
+                t.sum_ns,
+                t.sum_sq_ns2,
+                t.min_ns,
+                t.max_ns,
+            );
+            record.below_min_latency = t.below_min;
+            record.on_cpu_sum_ns = None;
+            record
+        })
+        .collect();
+    Recording {
+        schema_version: SCHEMA_VERSION,
+        tool: format!("hotprof {}", env!("CARGO_PKG_VERSION")),
+        kernel: crate::kernel_release(),
+        mode: mode.as_str().into(),
+        duration_ns: elapsed.as_nanos() as u64,
+        command: command.to_vec(),
+        functions,
+        losses: snapshot.losses(),
+        probe_overhead_ns: overhead,
+    }
+}
+
+struct Filters {
+    cgroup_id: Option<u64>,
+    comm: Option<[u8; 16]>,
+}
+
+/// Checks filter arguments against the system, turning them into what the probes compare.
+fn validate_filters(filter: &FilterArgs) -> anyhow::Result<Filters> {
+    for pid in &filter.pids {
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            bail!("no process with pid {pid}");
+        }
+    }
+    if let Some(cpu) = filter.cpu {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+        if cpu >= cpus {
+            bail!("--cpu {cpu}: this machine has CPUs 0..{}", cpus - 1);
+        }
+    }
+    let comm = match &filter.comm {
+        None => None,
+        Some(comm) if comm.is_empty() || comm.len() > 15 => bail!("--comm '{comm}': a command name has 1 to 15 bytes"),
+        Some(comm) => {
+            let mut bytes = [0u8; 16];
+            bytes[..comm.len()].copy_from_slice(comm.as_bytes());
+            Some(bytes)
+        }
+    };
+    let cgroup_id = match &filter.cgroup {
+        None => None,
+        Some(path) => {
+            use std::os::unix::fs::MetadataExt as _;
+            let meta = std::fs::metadata(path).with_context(|| format!("--cgroup {}", path.display()))?;
+            if !meta.is_dir() {
+                bail!("--cgroup {}: not a cgroup directory", path.display());
+            }
+            Some(meta.ino())
+        }
+    };
+    Ok(Filters { cgroup_id, comm })
+}

@@ -1,0 +1,173 @@
+//! The terminal report: summary, percentiles and a histogram with auto-scaled units.
+
+use std::fmt::Write as _;
+
+use crate::model::{FunctionRecord, Losses, Recording};
+use crate::units::format_ns;
+
+const BAR_WIDTH: usize = 40;
+
+/// The whole report for a recording.
+pub fn render_recording(recording: &Recording) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "hotprof: {} function{}, {} mode, kernel {}, {}",
+        recording.functions.len(),
+        if recording.functions.len() == 1 { "" } else { "s" },
+        recording.mode,
+        recording.kernel,
+        format_ns(recording.duration_ns as f64),
+    );
+    for function in &recording.functions {
+        out.push('\n');
+        out.push_str(&render_function(function));
+    }
+    out.push('\n');
+    out.push_str(&render_losses(&recording.losses));
+    if let Some(overhead) = recording.probe_overhead_ns {
+        let _ = writeln!(out, "probe overhead: ~{} per call (entry + return), included in the times above", format_ns(overhead));
+    }
+    out
+}
+
+/// One function's block.
+pub fn render_function(f: &FunctionRecord) -> String {
+    let mut out = String::new();
+    let title = if f.name == f.symbol { f.name.clone() } else { format!("{} ({})", f.name, f.symbol) };
+    let _ = writeln!(out, "{title}");
+    if f.count == 0 {
+        let _ = writeln!(out, "  no calls recorded");
+        if f.below_min_latency > 0 {
+            let _ = writeln!(out, "  {} calls below --min-latency", f.below_min_latency);
+        }
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "  calls {}   total {}   min {}   avg {}   max {}   stddev {}",
+        f.count,
+        format_ns(f.sum_ns as f64),
+        format_ns(f.min_ns as f64),
+        format_ns(f.mean_ns),
+        format_ns(f.max_ns as f64),
+        format_ns(f.stddev_ns),
+    );
+    let _ = writeln!(
+        out,
+        "  p50 {}   p90 {}   p99 {}   p99.9 {}   max {}",
+        format_ns(f.p50_ns as f64),
+        format_ns(f.p90_ns as f64),
+        format_ns(f.p99_ns as f64),
+        format_ns(f.p999_ns as f64),
+        format_ns(f.max_ns as f64),
+    );
+    if let Some(on_cpu) = f.on_cpu_sum_ns {
+        let share = if f.sum_ns > 0 { 100.0 * on_cpu as f64 / f.sum_ns as f64 } else { 0.0 };
+        let _ = writeln!(
+            out,
+            "  on-CPU avg {} of wall avg {} ({share:.1}% on CPU, the rest switched out)",
+            format_ns(on_cpu as f64 / f.count as f64),
+            format_ns(f.mean_ns),
+        );
+    }
+    if f.below_min_latency > 0 {
+        let _ = writeln!(out, "  {} faster calls ignored (--min-latency)", f.below_min_latency);
+    }
+    out.push_str(&render_histogram(f));
+    out
+}
+
+/// Power-of-two rows (the fine buckets are in the JSON); empty rows inside the range are kept
+/// so the shape is honest.
+fn render_histogram(f: &FunctionRecord) -> String {
+    let mut rows: Vec<(u64, u64)> = Vec::new(); // (power-of-two lower bound, count)
+    for &[lower, _, count] in &f.buckets {
+        let row = if lower == 0 { 0 } else { 1u64 << (63 - lower.leading_zeros()) };
+        match rows.last_mut() {
+            Some((last, total)) if *last == row => *total += count,
+            _ => rows.push((row, count)),
+        }
+    }
+    let mut filled = Vec::new();
+    for (row, count) in rows {
+        while let Some(&(previous, _)) = filled.last() {
+            let next: u64 = if previous == 0 { 1 } else { previous * 2 };
+            if next >= row {
+                break;
+            }
+            filled.push((next, 0));
+        }
+        filled.push((row, count));
+    }
+    let peak = filled.iter().map(|r| r.1).max().unwrap_or(1).max(1);
+    let mut out = String::new();
+    let _ = writeln!(out, "  {:>21}  {:>10}  distribution", "range", "calls");
+    for (lower, count) in filled {
+        let upper = if lower == 0 { 0 } else { lower.saturating_mul(2) - 1 };
+        let stars = ((count as f64 / peak as f64) * BAR_WIDTH as f64).ceil() as usize;
+        let _ = writeln!(
+            out,
+            "  {:>9} .. {:>8}  {:>10}  |{:<BAR_WIDTH$}|",
+            format_ns(lower as f64),
+            format_ns(upper as f64),
+            count,
+            "*".repeat(stars.min(BAR_WIDTH)),
+        );
+    }
+    out
+}
+
+/// The losses line(s): always printed, so "nothing lost" is a statement, not an omission.
+pub fn render_losses(losses: &Losses) -> String {
+    let items = [
+        (losses.kernel_missed, "missed by the kernel (kretprobe maxactive / BPF recursion)"),
+        (losses.orphaned_frames, "calls whose return was never seen"),
+        (losses.depth_exceeded, "calls nested deeper than 16 probed frames"),
+        (losses.task_map_full, "calls dropped: per-task map full (raise --max-tasks)"),
+        (losses.slot_missing, "internal map lookups failed"),
+        (losses.unmatched_returns, "returns of calls already in flight at attach (not timed)"),
+        (losses.open_at_stop, "calls still in flight at stop (not timed)"),
+    ];
+    let present: Vec<String> = items.iter().filter(|(n, _)| *n > 0).map(|(n, what)| format!("{n} {what}")).collect();
+    if present.is_empty() {
+        "losses: none\n".into()
+    } else {
+        format!("losses: {}\n", present.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Histogram;
+
+    fn function() -> FunctionRecord {
+        let mut histogram = Histogram::new();
+        for v in [100u64, 110, 120, 130, 5_000, 2_000_000] {
+            histogram.record(v);
+        }
+        let sum: u64 = 2_005_460;
+        let sum_sq: u128 = [100u128, 110, 120, 130, 5_000, 2_000_000].iter().map(|v| v * v).sum();
+        FunctionRecord::from_aggregates("f".into(), "f.isra.0".into(), &histogram, 6, sum, sum_sq, 100, 2_000_000)
+    }
+
+    #[test]
+    fn renders_summary_percentiles_and_rows() {
+        let text = render_function(&function());
+        assert!(text.starts_with("f (f.isra.0)\n"), "{text}");
+        assert!(text.contains("calls 6"), "{text}");
+        assert!(text.contains("p50 "), "{text}");
+        assert!(text.contains("1.05 ms .. "), "{text}");
+        assert!(text.contains("|****************************************|"), "{text}");
+    }
+
+    #[test]
+    fn losses_are_always_stated() {
+        assert_eq!(render_losses(&Losses::default()), "losses: none\n");
+        let losses = Losses { orphaned_frames: 2, open_at_stop: 1, ..Default::default() };
+        let text = render_losses(&losses);
+        assert!(text.contains("2 calls whose return was never seen"));
+        assert!(text.contains("1 calls still in flight"));
+    }
+}

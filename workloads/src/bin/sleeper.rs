@@ -1,0 +1,96 @@
+//! `sleeper COUNT MICROS`: COUNT relative sleeps of MICROS µs each.
+//!
+//! Gives the profiler a workload whose kernel time is mostly spent blocked
+//! (hrtimer sleeps), with a known number of sleeps and a known requested
+//! length, to check off-CPU latency accounting against.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use workloads::cli::parse_int;
+use workloads::clock::{Stopwatch, timespec};
+use workloads::report::average;
+use workloads::{Args, Error, Report, run_main};
+
+const NAME: &str = "sleeper";
+const USAGE: &str = "\
+sleeper - sleep COUNT times for MICROS microseconds each
+
+Usage: sleeper COUNT MICROS
+
+  COUNT   number of sleeps (1..=10000000)
+  MICROS  length of each sleep in microseconds (0..=60000000)
+
+Each sleep is one relative clock_nanosleep(CLOCK_MONOTONIC) call (resumed
+with the remaining time if a signal interrupts it) and is timed with
+CLOCK_MONOTONIC.
+
+Output (last line):
+  sleeper: count=C sleep_us=U avg_ns=A min_ns=L max_ns=H total_ns=S pid=P
+    avg_ns, min_ns, max_ns  measured length of one sleep
+    total_ns                sum of all measured sleeps
+";
+
+fn main() -> ExitCode {
+    run_main(NAME, USAGE, &[], run)
+}
+
+fn run(args: &Args) -> Result<Report, Error> {
+    let [count, micros] = args.positionals(["COUNT", "MICROS"])?;
+    let count = parse_int("COUNT", count, 1, 10_000_000)?;
+    let micros = parse_int("MICROS", micros, 0, 60_000_000)?;
+    let stats = sleep_repeatedly(count, Duration::from_micros(micros))?;
+    Ok(Report::new(NAME)
+        .field("count", count)
+        .field("sleep_us", micros)
+        .float("avg_ns", average(stats.total_ns, count), 1)
+        .field("min_ns", stats.min_ns)
+        .field("max_ns", stats.max_ns)
+        .field("total_ns", stats.total_ns)
+        .field("pid", workloads::own_pid()))
+}
+
+/// Measured sleep lengths.
+struct SleepStats {
+    total_ns: u64,
+    min_ns: u64,
+    max_ns: u64,
+}
+
+fn sleep_repeatedly(count: u64, length: Duration) -> Result<SleepStats, Error> {
+    let mut stats = SleepStats {
+        total_ns: 0,
+        min_ns: u64::MAX,
+        max_ns: 0,
+    };
+    for _ in 0..count {
+        let watch = Stopwatch::start();
+        sleep_once(length)?;
+        let slept = watch.elapsed_ns();
+        stats.total_ns += slept;
+        stats.min_ns = stats.min_ns.min(slept);
+        stats.max_ns = stats.max_ns.max(slept);
+    }
+    Ok(stats)
+}
+
+/// One relative sleep on CLOCK_MONOTONIC, resumed after signal interruptions.
+fn sleep_once(length: Duration) -> Result<(), Error> {
+    let mut request = timespec(length);
+    loop {
+        let mut remaining = timespec(Duration::ZERO);
+        // SAFETY: both timespecs are valid; flags 0 means a relative sleep.
+        let rc =
+            unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, 0, &request, &mut remaining) };
+        match rc {
+            0 => return Ok(()),
+            libc::EINTR => request = remaining,
+            errno => {
+                return Err(Error::os(
+                    "clock_nanosleep",
+                    std::io::Error::from_raw_os_error(errno),
+                ));
+            }
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! `syscall_lat N [--threads T]`: the getpid latency benchmark.
+//!
+//! getpid is about the cheapest system call there is, so its average cost is
+//! a direct measure of the syscall entry/exit path — and of anything a
+//! kernel change or an attached probe adds to it (the seeds' "getpid
+//! 203 → 173 ns" figures come from here).
+
+use std::process::ExitCode;
+
+use workloads::cli::{Opt, parse_int};
+use workloads::clock::Stopwatch;
+use workloads::report::average;
+use workloads::workers::run_workers;
+use workloads::{Args, Error, Report, getpid_syscall, run_main};
+
+const NAME: &str = "syscall_lat";
+const USAGE: &str = "\
+syscall_lat - time N real getpid system calls
+
+Usage: syscall_lat N [--threads T]
+
+  N            getpid calls per thread (1..=10^12), each a real system call
+               made through syscall(SYS_getpid), never the libc wrapper
+  --threads T  run T threads (1..=1024, default 1) that start together and
+               each make N calls
+
+Each thread times its own loop with CLOCK_MONOTONIC.
+
+Output (last line):
+  syscall_lat: calls=C threads=T avg_ns=A total_ns=S wall_ns=W pid=P
+    calls    all calls made (N * T)
+    avg_ns   total_ns / calls, in ns with one decimal
+    total_ns sum over threads of each thread's loop time
+    wall_ns  from the first thread's start to the last one's end
+    pid      this process id (read from /proc/self: no extra getpid call)
+";
+
+fn main() -> ExitCode {
+    run_main(NAME, USAGE, &[Opt::Value("threads")], run)
+}
+
+fn run(args: &Args) -> Result<Report, Error> {
+    let [n] = args.positionals(["N"])?;
+    let calls = parse_int("N", n, 1, 1_000_000_000_000)?;
+    let threads = match args.value("threads") {
+        Some(text) => parse_int("--threads", text, 1, 1024)?,
+        None => 1,
+    };
+    let pid = workloads::own_pid();
+    let timing = run_threads(calls, threads as usize)?;
+    let total_calls = calls * threads;
+    Ok(Report::new(NAME)
+        .field("calls", total_calls)
+        .field("threads", threads)
+        .float("avg_ns", average(timing.total_ns, total_calls), 1)
+        .field("total_ns", timing.total_ns)
+        .field("wall_ns", timing.wall_ns)
+        .field("pid", pid))
+}
+
+/// Times of one run.
+struct Timing {
+    total_ns: u64,
+    wall_ns: u64,
+}
+
+/// Runs `threads` threads, released together, each making `calls` getpid
+/// calls.
+fn run_threads(calls: u64, threads: usize) -> Result<Timing, Error> {
+    let wall = Stopwatch::start();
+    let loop_times = run_workers(NAME, threads, |_| timed_getpid_loop(calls), || {})?;
+    Ok(Timing {
+        total_ns: loop_times.iter().sum(),
+        wall_ns: wall.elapsed_ns(),
+    })
+}
+
+/// Makes exactly `calls` getpid system calls; returns the loop's duration.
+fn timed_getpid_loop(calls: u64) -> u64 {
+    let watch = Stopwatch::start();
+    for _ in 0..calls {
+        std::hint::black_box(getpid_syscall());
+    }
+    watch.elapsed_ns()
+}
