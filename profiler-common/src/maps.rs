@@ -22,6 +22,8 @@ pub struct Frame {
     pub entry_sp: u64,
     /// The task's accumulated off-CPU time when the frame was entered (`--off-cpu`).
     pub off_cpu_at_entry: u64,
+    /// Time spent in probed frames nested inside this one (for self time).
+    pub child_ns: u64,
     /// Index of the probed function in hotprof's target table.
     pub func: u32,
     pub _pad: u32,
@@ -47,7 +49,7 @@ impl TaskFrames {
         _pad: 0,
         off_cpu_ns: 0,
         switched_out_ns: 0,
-        frames: [Frame { entry_ns: 0, entry_sp: 0, off_cpu_at_entry: 0, func: 0, _pad: 0 }; MAX_DEPTH],
+        frames: [Frame { entry_ns: 0, entry_sp: 0, off_cpu_at_entry: 0, child_ns: 0, func: 0, _pad: 0 }; MAX_DEPTH],
     };
 }
 
@@ -67,6 +69,13 @@ pub struct FuncStats {
     pub on_cpu_sum_ns: u64,
     /// Calls ignored by `--min-latency`.
     pub below_min: u64,
+    /// Sum of self time: duration minus the time of probed frames nested inside.
+    pub self_sum_ns: u64,
+    /// Calls with no enclosing frame of the same function (recursion collapsed), and the
+    /// sum of their durations: for a recursive function, `self_sum_ns` of all frames adds
+    /// up to `outer_sum_ns` when nothing else is probed.
+    pub outer_count: u64,
+    pub outer_sum_ns: u64,
 }
 
 /// Indices into the per-CPU `COUNTERS` array: everything the probes lose or skip is counted.

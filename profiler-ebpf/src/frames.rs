@@ -143,6 +143,7 @@ pub(crate) fn enter(func: u32, entry_sp: u64) {
     frame.entry_ns = now;
     frame.entry_sp = entry_sp;
     frame.off_cpu_at_entry = task.off_cpu_ns;
+    frame.child_ns = 0;
     frame.func = func;
     task.depth = depth as u32 + 1;
     count(Counter::Entries, 1);
@@ -170,20 +171,18 @@ pub(crate) fn leave(which: ReturnOf) {
     // SAFETY: see `enter`.
     let task = unsafe { &mut *task };
     let depth = task.depth as usize;
+    // A fixed-trip scan with no early exit: LLVM unrolls it, and older verifiers (6.1, 6.12)
+    // reject the data-dependent loop a `break` turns it into. Ascending, so the last match
+    // is the innermost frame.
     let mut found = MAX_DEPTH;
-    for i in 0..MAX_DEPTH {
-        if i >= depth {
-            break;
-        }
-        let index = (depth - 1 - i) & (MAX_DEPTH - 1);
+    for index in 0..MAX_DEPTH {
         let frame = &task.frames[index];
         let matches = match which {
             ReturnOf::Func(func) => frame.func == func,
             ReturnOf::EntrySp(sp) => frame.entry_sp == sp,
         };
-        if matches {
+        if index < depth && matches {
             found = index;
-            break;
         }
     }
     if found >= MAX_DEPTH {
@@ -196,16 +195,40 @@ pub(crate) fn leave(which: ReturnOf) {
     }
     let frame = task.frames[found];
     task.depth = found as u32;
+    let duration = now.saturating_sub(frame.entry_ns);
     let off_cpu = task.off_cpu_ns - frame.off_cpu_at_entry;
-    if found == 0 {
+    let mut recursive = false;
+    if found > 0 {
+        let parent = &mut task.frames[(found - 1) & (MAX_DEPTH - 1)];
+        parent.child_ns += duration;
+        for index in 0..MAX_DEPTH {
+            recursive |= index < found && task.frames[index].func == frame.func;
+        }
+    } else {
         // Keep the map small: a task with no open frames needs no entry.
         let _ = TASKS.remove(&tid);
     }
-    record(frame.func, now.saturating_sub(frame.entry_ns), off_cpu);
+    let call = Call {
+        duration,
+        self_time: duration.saturating_sub(frame.child_ns),
+        off_cpu,
+        outermost: !recursive,
+    };
+    record(frame.func, &call);
+}
+
+/// One finished call, as [`record`] aggregates it.
+struct Call {
+    duration: u64,
+    self_time: u64,
+    off_cpu: u64,
+    /// No frame of the same function encloses it.
+    outermost: bool,
 }
 
 #[inline(always)]
-fn record(func: u32, duration: u64, off_cpu: u64) {
+fn record(func: u32, call: &Call) {
+    let duration = call.duration;
     let Some(stats) = STATS.get_ptr_mut(func) else {
         count(Counter::SlotMissing, 1);
         return;
@@ -231,7 +254,12 @@ fn record(func: u32, duration: u64, off_cpu: u64) {
     stats.count += 1;
     stats.sum_ns += duration;
     add_square(&mut stats.sum_sq_lo, &mut stats.sum_sq_hi, duration);
-    stats.on_cpu_sum_ns += duration.saturating_sub(off_cpu);
+    stats.on_cpu_sum_ns += duration.saturating_sub(call.off_cpu);
+    stats.self_sum_ns += call.self_time;
+    if call.outermost {
+        stats.outer_count += 1;
+        stats.outer_sum_ns += duration;
+    }
 }
 
 /// `sched_switch` bookkeeping for `--off-cpu`: time a task with open frames spends switched

@@ -19,6 +19,9 @@ pub struct FunctionTotals {
     pub max_ns: u64,
     pub on_cpu_sum_ns: u64,
     pub below_min: u64,
+    pub self_sum_ns: u64,
+    pub outer_count: u64,
+    pub outer_sum_ns: u64,
     pub histogram: Histogram,
 }
 
@@ -44,6 +47,9 @@ pub fn merge_stats<'a>(per_cpu: impl IntoIterator<Item = &'a FuncStats>) -> Func
         totals.sum_sq_ns2 += (u128::from(stats.sum_sq_hi) << 64) | u128::from(stats.sum_sq_lo);
         totals.on_cpu_sum_ns += stats.on_cpu_sum_ns;
         totals.below_min += stats.below_min;
+        totals.self_sum_ns += stats.self_sum_ns;
+        totals.outer_count += stats.outer_count;
+        totals.outer_sum_ns += stats.outer_sum_ns;
     }
     if totals.count == 0 {
         totals.min_ns = 0;
@@ -138,6 +144,9 @@ impl FunctionTotals {
             max_ns: bounds.last().map_or(0, |b| b.1.min(self.max_ns)),
             on_cpu_sum_ns: self.on_cpu_sum_ns - before.on_cpu_sum_ns,
             below_min: self.below_min - before.below_min,
+            self_sum_ns: self.self_sum_ns - before.self_sum_ns,
+            outer_count: self.outer_count - before.outer_count,
+            outer_sum_ns: self.outer_sum_ns - before.outer_sum_ns,
             histogram,
         }
     }

@@ -157,7 +157,7 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
                 let now = collect::snapshot(&ebpf, probed.len())?;
                 let delta = now.since(&previous);
                 let interval = args.interval.unwrap_or_default();
-                let recording = build_recording(&probed, &delta, mode, interval, &args.command, None);
+                let recording = build_recording(&probed, &delta, mode, interval, &args, None);
                 println!("--- interval {interval_index} ({} elapsed)", crate::units::format_ns(started.elapsed().as_nanos() as f64));
                 print!("{}", report::render_recording(&recording));
                 previous = now;
@@ -176,7 +176,7 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
     }
     let last = collect::snapshot(&ebpf, probed.len())?;
     drop(ebpf); // detach every probe before printing
-    let recording = build_recording(&probed, &last, mode, elapsed, &args.command, None);
+    let recording = build_recording(&probed, &last, mode, elapsed, &args, None);
     if args.interval.is_some() {
         println!("--- total");
     }
@@ -193,7 +193,7 @@ fn build_recording(
     snapshot: &Snapshot,
     mode: AttachedMode,
     elapsed: Duration,
-    command: &[String],
+    args: &RecordArgs,
     overhead: Option<f64>,
 ) -> Recording {
     let functions = probed
@@ -211,7 +211,10 @@ fn build_recording(
                 t.max_ns,
             );
             record.below_min_latency = t.below_min;
-            record.on_cpu_sum_ns = None;
+            record.self_sum_ns = t.self_sum_ns;
+            record.outer_count = t.outer_count;
+            record.outer_sum_ns = t.outer_sum_ns;
+            record.on_cpu_sum_ns = args.off_cpu.then_some(t.on_cpu_sum_ns);
             record
         })
         .collect();
@@ -221,7 +224,7 @@ fn build_recording(
         kernel: crate::kernel_release(),
         mode: mode.as_str().into(),
         duration_ns: elapsed.as_nanos() as u64,
-        command: command.to_vec(),
+        command: args.command.clone(),
         functions,
         losses: snapshot.losses(),
         probe_overhead_ns: overhead,

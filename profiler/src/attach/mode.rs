@@ -244,5 +244,14 @@ pub fn one_line(error: &dyn std::error::Error) -> String {
         }
         source = cause.source();
     }
-    text.replace('\n', " ")
+    let text = text.replace('\n', " ");
+    // A verifier log can be megabytes; its end says why the program was rejected.
+    const KEEP: usize = 400;
+    if text.len() > 2 * KEEP {
+        let head_end = text.floor_char_boundary(KEEP);
+        let tail_start = text.ceil_char_boundary(text.len() - KEEP);
+        format!("{} [...] {}", &text[..head_end], &text[tail_start..])
+    } else {
+        text
+    }
 }

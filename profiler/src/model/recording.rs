@@ -58,6 +58,15 @@ pub struct FunctionRecord {
     /// Sum of the on-CPU part of each call (`--off-cpu` only).
     #[serde(default)]
     pub on_cpu_sum_ns: Option<u64>,
+    /// Sum of self time (duration minus probed frames nested inside).
+    #[serde(default)]
+    pub self_sum_ns: u64,
+    /// Calls not nested in a call of the same function, and their total: recursion
+    /// collapsed. For a recursive function probed alone, `self_sum_ns == outer_sum_ns`.
+    #[serde(default)]
+    pub outer_count: u64,
+    #[serde(default)]
+    pub outer_sum_ns: u64,
     /// Calls faster than `--min-latency`, counted but not in the histogram.
     #[serde(default)]
     pub below_min_latency: u64,
@@ -131,6 +140,9 @@ impl FunctionRecord {
             p999_ns: quantile(0.999),
             sum_sq_ns2: sum_sq_ns2 as f64,
             on_cpu_sum_ns: None,
+            self_sum_ns: sum_ns,
+            outer_count: count,
+            outer_sum_ns: sum_ns,
             below_min_latency: 0,
             buckets: histogram.iter().map(|(lower, upper, count)| [lower, upper, count]).collect(),
         }

@@ -71,6 +71,17 @@ pub fn render_function(f: &FunctionRecord) -> String {
             format_ns(f.mean_ns),
         );
     }
+    if f.outer_count != f.count {
+        let _ = writeln!(
+            out,
+            "  nested: {} outermost calls totalling {}; self time {} (excludes probed frames inside)",
+            f.outer_count,
+            format_ns(f.outer_sum_ns as f64),
+            format_ns(f.self_sum_ns as f64),
+        );
+    } else if f.self_sum_ns != f.sum_ns {
+        let _ = writeln!(out, "  self time {} (excludes probed frames inside)", format_ns(f.self_sum_ns as f64));
+    }
     if f.below_min_latency > 0 {
         let _ = writeln!(out, "  {} faster calls ignored (--min-latency)", f.below_min_latency);
     }
