@@ -18,6 +18,9 @@ use profiler_common::{
 /// 1: only tasks whose tgid is in `TGIDS` (a workload's process tree or `--pid`).
 #[unsafe(no_mangle)]
 static FILTER_TGIDS: u8 = 0;
+/// Never trace this thread group: hotprof itself.
+#[unsafe(no_mangle)]
+static EXCLUDE_TGID: u32 = 0;
 /// Non-zero: only this thread id (`--tid`).
 #[unsafe(no_mangle)]
 static FILTER_TID: u32 = 0;
@@ -76,6 +79,9 @@ pub(crate) fn count(counter: Counter, n: u64) {
 fn wanted(pid_tgid: u64) -> bool {
     let tid = pid_tgid as u32;
     let tgid = (pid_tgid >> 32) as u32;
+    if tgid == config(&EXCLUDE_TGID) {
+        return false;
+    }
     let only_tid = config(&FILTER_TID);
     if only_tid != 0 && only_tid != tid {
         return false;
@@ -163,9 +169,13 @@ pub(crate) enum ReturnOf {
 #[inline(always)]
 pub(crate) fn leave(which: ReturnOf) {
     let now = unsafe { bpf_ktime_get_ns() };
-    let tid = bpf_get_current_pid_tgid() as u32;
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tid = pid_tgid as u32;
     let Some(task) = TASKS.get_ptr_mut(&tid) else {
-        count(Counter::UnmatchedReturn, 1);
+        // Filtered-out tasks never have frames; only a wanted task's return is "unmatched".
+        if wanted(pid_tgid) {
+            count(Counter::UnmatchedReturn, 1);
+        }
         return;
     };
     // SAFETY: see `enter`.

@@ -88,6 +88,10 @@ pub struct RecordArgs {
     #[arg(long, default_value_t = 16384, value_parser = clap::value_parser!(u32).range(1..=4_194_304))]
     pub max_tasks: u32,
 
+    /// Skip measuring hotprof's own per-call overhead at start-up.
+    #[arg(long)]
+    pub no_calibrate: bool,
+
     #[command(flatten)]
     pub filter: FilterArgs,
 

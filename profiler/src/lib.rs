@@ -3,6 +3,7 @@
 //! [`collect`] maps → [`model`] → [`report`]; [`record`] runs the pipeline.
 
 pub mod attach;
+pub mod calibrate;
 pub mod cli;
 pub mod collect;
 pub mod list;

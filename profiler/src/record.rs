@@ -37,8 +37,9 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
 
     let probed: Vec<Probed>;
     let mut targets = Vec::new();
+    let mut kernel = None;
     if !args.functions.is_empty() {
-        let kernel = KernelFunctions::from_system().context("cannot read /proc/kallsyms")?;
+        let functions = kernel.insert(KernelFunctions::from_system().context("cannot read /proc/kallsyms")?);
         let btf = aya::Btf::from_sys_fs().ok();
         let in_btf = |name: &str| {
             btf.as_ref()
@@ -46,7 +47,7 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
         };
         let mut names = Vec::new();
         for requested in &args.functions {
-            for target in kernel.resolve(requested, &in_btf)? {
+            for target in functions.resolve(requested, &in_btf)? {
                 if let Some(note) = &target.note {
                     eprintln!("hotprof: note: {note}");
                 }
@@ -74,6 +75,7 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
         functions: probed.len() as u32,
         max_tasks: args.max_tasks,
         filter_tgids: follow || !args.filter.pids.is_empty(),
+        exclude_tgid: Some(std::process::id()),
         tid: args.filter.tid,
         cpu: args.filter.cpu,
         cgroup_id: filter.cgroup_id,
@@ -97,6 +99,17 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
         mode
     };
     attach::attach_tracking(&mut ebpf, args.off_cpu, follow)?;
+    let overhead = if args.no_calibrate {
+        None
+    } else {
+        match crate::calibrate::measure(mode, kernel.as_ref()) {
+            Ok(overhead) => Some(overhead.per_call_ns),
+            Err(reason) => {
+                eprintln!("hotprof: note: probe overhead not calibrated: {reason}");
+                None
+            }
+        }
+    };
 
     let mut workload = if follow { Some(Workload::spawn(&args.command)?) } else { None };
     {
@@ -157,7 +170,7 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
                 let now = collect::snapshot(&ebpf, probed.len())?;
                 let delta = now.since(&previous);
                 let interval = args.interval.unwrap_or_default();
-                let recording = build_recording(&probed, &delta, mode, interval, &args, None);
+                let recording = build_recording(&probed, &delta, mode, interval, &args, overhead);
                 println!("--- interval {interval_index} ({} elapsed)", crate::units::format_ns(started.elapsed().as_nanos() as f64));
                 print!("{}", report::render_recording(&recording));
                 previous = now;
@@ -175,8 +188,10 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
         }
     }
     let last = collect::snapshot(&ebpf, probed.len())?;
+    let kernel_missed = attach::recursion_misses(&ebpf);
     drop(ebpf); // detach every probe before printing
-    let recording = build_recording(&probed, &last, mode, elapsed, &args, None);
+    let mut recording = build_recording(&probed, &last, mode, elapsed, &args, overhead);
+    recording.losses.kernel_missed = kernel_missed;
     if args.interval.is_some() {
         println!("--- total");
     }

@@ -17,6 +17,8 @@ pub struct ProbeConfig {
     pub max_tasks: u32,
     /// Only tasks whose tgid is in the `TGIDS` map.
     pub filter_tgids: bool,
+    /// A process never traced (hotprof's own, so its work never shows up in the results).
+    pub exclude_tgid: Option<u32>,
     pub tid: Option<u32>,
     pub cpu: Option<u32>,
     pub cgroup_id: Option<u64>,
@@ -31,6 +33,7 @@ pub fn load(config: &ProbeConfig) -> Result<Ebpf, EbpfError> {
     let functions = config.functions.max(1);
     let filter_tgids = u8::from(config.filter_tgids);
     let tid = config.tid.unwrap_or(0);
+    let exclude = config.exclude_tgid.unwrap_or(0);
     let cpu = config.cpu.unwrap_or(u32::MAX);
     let cgroup = config.cgroup_id.unwrap_or(0);
     let comm = config.comm.unwrap_or([0; 16]);
@@ -44,6 +47,7 @@ pub fn load(config: &ProbeConfig) -> Result<Ebpf, EbpfError> {
     loader
         .override_global("FILTER_TGIDS", &filter_tgids, true)
         .override_global("FILTER_TID", &tid, true)
+        .override_global("EXCLUDE_TGID", &exclude, true)
         .override_global("FILTER_CPU", &cpu, true)
         .override_global("FILTER_CGROUP", &cgroup, true)
         .override_global("FILTER_COMM", &comm, true)
