@@ -5,7 +5,17 @@ use clap::Parser as _;
 use profiler::cli::{Cli, Command};
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) if !error.use_stderr() => error.exit(), // --help, --version
+        Err(error) => {
+            // clap's own message is several lines (usage, hint); keep the one that matters.
+            let text = error.to_string();
+            let first: Vec<&str> = text.lines().map(str::trim).take_while(|l| !l.is_empty()).collect();
+            eprintln!("hotprof: {} (see hotprof --help)", first.join(" ").trim_start_matches("error: "));
+            std::process::exit(2);
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => fail(&anyhow::Error::new(error).context("cannot start the async runtime")),

@@ -32,6 +32,12 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
         bail!("give either -p/--pid or a command after --, not both");
     }
     let filter = validate_filters(&args.filter)?;
+    if let Some(path) = &args.json {
+        check_writable(path)?;
+    }
+    if let Some(program) = args.command.first() {
+        crate::workload::check_runnable(program)?;
+    }
     attach::check_privileges().map_err(anyhow::Error::msg)?;
     let tracefs = resolve::tracefs_root();
 
@@ -119,6 +125,10 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
             tgids.insert(pid, 1, 0)?;
         }
     }
+    let started = Instant::now();
+    if let Some(w) = workload.as_mut() {
+        w.release()?;
+    }
     eprintln!(
         "hotprof: {} {} attached ({} mode){}",
         probed.len(),
@@ -130,10 +140,6 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
             (None, None) => ", Ctrl-C to stop".to_string(),
         }
     );
-    let started = Instant::now();
-    if let Some(w) = workload.as_mut() {
-        w.release()?;
-    }
 
     let mut exited = workload.as_ref().map(|w| {
         let pid = w.pid;
@@ -244,6 +250,21 @@ fn build_recording(
         losses: snapshot.losses(),
         probe_overhead_ns: overhead,
     }
+}
+
+/// Fails before anything is measured if `path` cannot be written, so no run is lost to a typo.
+fn check_writable(path: &std::path::Path) -> anyhow::Result<()> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => std::path::Path::new("."),
+    };
+    if !dir.is_dir() {
+        bail!("--json {}: directory {} does not exist", path.display(), dir.display());
+    }
+    if path.is_dir() {
+        bail!("--json {}: is a directory", path.display());
+    }
+    Ok(())
 }
 
 struct Filters {

@@ -115,3 +115,21 @@ pub fn wait_pid(pid: u32) -> std::io::Result<i32> {
         128 + libc::WTERMSIG(status)
     })
 }
+
+/// Fails early, before any probe is attached, if `program` cannot be executed.
+pub fn check_runnable(program: &str) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let executable = |path: &std::path::Path| {
+        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    let found = if program.contains('/') {
+        executable(std::path::Path::new(program))
+    } else {
+        std::env::var_os("PATH")
+            .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| executable(&dir.join(program))))
+    };
+    if !found {
+        bail!("cannot run workload '{program}': no such executable (checked PATH)");
+    }
+    Ok(())
+}
