@@ -249,6 +249,7 @@ fn build_recording(
         functions,
         losses: snapshot.losses(),
         probe_overhead_ns: overhead,
+        runs: Vec::new(),
     }
 }
 

@@ -4,4 +4,4 @@ mod histogram;
 mod recording;
 
 pub use histogram::Histogram;
-pub use recording::{FunctionRecord, Losses, Recording, SCHEMA_VERSION, load_recording};
+pub use recording::{FunctionRecord, LoadError, Losses, Recording, RunRecord, SCHEMA_VERSION, load_recording, parse_recording};

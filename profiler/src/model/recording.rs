@@ -34,6 +34,24 @@ pub struct Recording {
     /// hotprof's own measured cost per probed call (entry + return), when calibrated.
     #[serde(default)]
     pub probe_overhead_ns: Option<f64>,
+    /// With `--runs N`: each run's own figures (the top-level `functions` are all runs
+    /// merged). Empty for a single run.
+    #[serde(default)]
+    pub runs: Vec<RunRecord>,
+}
+
+/// One of several runs of the same workload (`--runs N`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct RunRecord {
+    pub duration_ns: u64,
+    /// Exit code of the workload in this run.
+    pub exit_code: i32,
+    /// Numeric `key=value` pairs of the workload's last output line of the form
+    /// `name: key=value ...` (e.g. `avg_ns` of syscall_lat), keyed `name.key`.
+    #[serde(default)]
+    pub workload_metrics: std::collections::BTreeMap<String, f64>,
+    /// Per-function figures of this run alone, same order as the top-level `functions`.
+    pub functions: Vec<FunctionRecord>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -225,6 +243,7 @@ mod tests {
             functions: vec![FunctionRecord::from_aggregates("f".into(), "f".into(), &histogram, 4, 10_600, sum_sq, 100, 10_000)],
             losses: Losses::default(),
             probe_overhead_ns: None,
+            runs: vec![],
         }
     }
 
