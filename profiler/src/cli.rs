@@ -88,6 +88,11 @@ pub struct RecordArgs {
     #[arg(long, default_value_t = 16384, value_parser = clap::value_parser!(u32).range(1..=4_194_304))]
     pub max_tasks: u32,
 
+    /// Run the workload this many times (like `perf stat -r`), keeping each run's figures
+    /// in the JSON for `hotprof compare`.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub runs: u32,
+
     /// Skip measuring hotprof's own per-call overhead at start-up.
     #[arg(long)]
     pub no_calibrate: bool,

@@ -9,7 +9,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use crate::attach::{self, AttachedMode, ProbeConfig, TracepointOffsets};
 use crate::cli::{FilterArgs, RecordArgs};
 use crate::collect::{self, Snapshot};
-use crate::model::{FunctionRecord, Recording, SCHEMA_VERSION};
+use crate::model::{FunctionRecord, Recording, RunRecord, SCHEMA_VERSION};
 use crate::report;
 use crate::resolve::{self, KernelFunctions};
 use crate::workload::Workload;
@@ -27,6 +27,12 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
     }
     if !args.functions.is_empty() && !args.syscalls.is_empty() {
         bail!("--fn and --syscall cannot be combined in one run");
+    }
+    if args.runs > 1 && args.command.is_empty() {
+        bail!("--runs needs a workload command after --");
+    }
+    if args.runs > 1 && args.interval.is_some() {
+        bail!("--runs and --interval cannot be combined");
     }
     if !args.command.is_empty() && !args.filter.pids.is_empty() {
         bail!("give either -p/--pid or a command after --, not both");
@@ -117,9 +123,81 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
         }
     };
 
-    let mut workload = if follow { Some(Workload::spawn(&args.command)?) } else { None };
+    let session = Session { probed: &probed, mode, overhead, args: &args };
+    let mut signals = Signals { int: signal(SignalKind::interrupt())?, term: signal(SignalKind::terminate())? };
+    let started = Instant::now();
+    let mut runs = Vec::new();
+    let mut exit_code = 0;
+    let mut previous = Snapshot::default();
+    for run in 1..=args.runs {
+        if args.runs > 1 {
+            eprintln!("hotprof: run {run}/{}", args.runs);
+        }
+        let outcome = measure(&mut ebpf, &session, &mut signals, &previous).await?;
+        exit_code = outcome.exit_code;
+        let now = collect::snapshot(&ebpf, probed.len())?;
+        if follow {
+            let delta = now.since(&previous);
+            let single = session.recording(&delta, outcome.elapsed);
+            runs.push(RunRecord {
+                duration_ns: outcome.elapsed.as_nanos() as u64,
+                exit_code: outcome.exit_code,
+                workload_metrics: outcome.workload_metrics,
+                functions: single.functions,
+            });
+        }
+        previous = now;
+        if outcome.interrupted {
+            break;
+        }
+    }
+    let last = collect::snapshot(&ebpf, probed.len())?;
+    let kernel_missed = attach::recursion_misses(&ebpf);
+    drop(ebpf); // detach every probe before printing
+    let mut recording = session.recording(&last, started.elapsed());
+    recording.losses.kernel_missed = kernel_missed;
+    recording.runs = runs;
+    if args.interval.is_some() || args.runs > 1 {
+        println!("--- total{}", if args.runs > 1 { format!(" of {} runs", recording.runs.len()) } else { String::new() });
+    }
+    print!("{}", report::render_recording(&recording));
+    if let Some(path) = &args.json {
+        report::write_json(&recording, path)?;
+        eprintln!("hotprof: wrote {}", path.display());
+    }
+    Ok(exit_code)
+}
+
+/// What stays the same across the runs of one invocation.
+struct Session<'a> {
+    probed: &'a [Probed],
+    mode: AttachedMode,
+    overhead: Option<f64>,
+    args: &'a RecordArgs,
+}
+
+struct Signals {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+}
+
+/// How one measurement ended.
+struct RunOutcome {
+    exit_code: i32,
+    elapsed: Duration,
+    /// Ctrl-C or SIGTERM: stop, do not start another run.
+    interrupted: bool,
+    workload_metrics: std::collections::BTreeMap<String, f64>,
+}
+
+/// One measurement: runs the workload (if any) to its end, or waits for the duration or a
+/// signal, printing interval reports on the way.
+async fn measure(ebpf: &mut aya::Ebpf, session: &Session<'_>, signals: &mut Signals, since: &Snapshot) -> anyhow::Result<RunOutcome> {
+    let args = session.args;
+    let mut workload = if args.command.is_empty() { None } else { Some(Workload::spawn(&args.command)?) };
     {
-        let mut tgids: HashMap<_, u32, u8> = HashMap::try_from(ebpf.map_mut(profiler_common::names::TGIDS).context("TGIDS map missing")?)?;
+        let mut tgids: HashMap<_, u32, u8> =
+            HashMap::try_from(ebpf.map_mut(profiler_common::names::TGIDS).context("TGIDS map missing")?)?;
         let pids = workload.as_ref().map(|w| vec![w.pid]).unwrap_or_else(|| args.filter.pids.clone());
         for pid in pids {
             tgids.insert(pid, 1, 0)?;
@@ -131,9 +209,9 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
     }
     eprintln!(
         "hotprof: {} {} attached ({} mode){}",
-        probed.len(),
-        if mode == AttachedMode::Syscall { "syscall(s)" } else { "function(s)" },
-        mode.as_str(),
+        session.probed.len(),
+        if session.mode == AttachedMode::Syscall { "syscall(s)" } else { "function(s)" },
+        session.mode.as_str(),
         match (&workload, args.duration) {
             (Some(_), _) => format!(", running: {}", args.command.join(" ")),
             (None, Some(d)) => format!(", for {}", crate::units::format_ns(d.as_nanos() as f64)),
@@ -145,25 +223,25 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
         let pid = w.pid;
         tokio::task::spawn_blocking(move || crate::workload::wait_pid(pid))
     });
-    let mut sigint = signal(SignalKind::interrupt())?;
-    let mut sigterm = signal(SignalKind::terminate())?;
     let deadline = args.duration.map(|d| tokio::time::Instant::now() + d);
     let mut ticker = args.interval.map(|i| tokio::time::interval_at(tokio::time::Instant::now() + i, i));
-    let mut previous = Snapshot::default();
+    let mut previous = since.clone();
     let mut interval_index = 0u64;
-    let mut exit_code = 0;
+    let mut outcome = RunOutcome { exit_code: 0, elapsed: Duration::ZERO, interrupted: false, workload_metrics: Default::default() };
     loop {
         tokio::select! {
-            _ = sigint.recv() => {
+            _ = signals.int.recv() => {
                 if let Some(w) = &workload { w.signal(libc::SIGINT); }
+                outcome.interrupted = true;
                 break;
             }
-            _ = sigterm.recv() => {
+            _ = signals.term.recv() => {
                 if let Some(w) = &workload { w.signal(libc::SIGTERM); }
+                outcome.interrupted = true;
                 break;
             }
             status = async { exited.as_mut().unwrap().await }, if exited.is_some() => {
-                exit_code = status.context("waiting for the workload")?.context("waiting for the workload")?;
+                outcome.exit_code = status.context("waiting for the workload")?.context("waiting for the workload")?;
                 exited = None;
                 break;
             }
@@ -173,83 +251,71 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
             }
             _ = async { ticker.as_mut().unwrap().tick().await }, if ticker.is_some() => {
                 interval_index += 1;
-                let now = collect::snapshot(&ebpf, probed.len())?;
-                let delta = now.since(&previous);
-                let interval = args.interval.unwrap_or_default();
-                let recording = build_recording(&probed, &delta, mode, interval, &args, overhead);
+                let now = collect::snapshot(ebpf, session.probed.len())?;
+                let recording = session.recording(&now.since(&previous), args.interval.unwrap_or_default());
                 println!("--- interval {interval_index} ({} elapsed)", crate::units::format_ns(started.elapsed().as_nanos() as f64));
                 print!("{}", report::render_recording(&recording));
                 previous = now;
             }
         }
     }
-    let elapsed = started.elapsed();
+    outcome.elapsed = started.elapsed();
     if let Some(waiting) = exited {
         // Stopped by a signal or the deadline: the workload was told to stop; reap it so it
         // is not left behind, and kill it if it ignores the request.
-        if tokio::time::timeout(Duration::from_secs(5), waiting).await.is_err() {
-            if let Some(w) = &workload {
-                w.signal(libc::SIGKILL);
+        match tokio::time::timeout(Duration::from_secs(5), waiting).await {
+            Ok(Ok(Ok(code))) => outcome.exit_code = code,
+            _ => {
+                if let Some(w) = &workload {
+                    w.signal(libc::SIGKILL);
+                }
             }
         }
     }
-    let last = collect::snapshot(&ebpf, probed.len())?;
-    let kernel_missed = attach::recursion_misses(&ebpf);
-    drop(ebpf); // detach every probe before printing
-    let mut recording = build_recording(&probed, &last, mode, elapsed, &args, overhead);
-    recording.losses.kernel_missed = kernel_missed;
-    if args.interval.is_some() {
-        println!("--- total");
+    if let Some(w) = workload.as_mut() {
+        outcome.workload_metrics = w.metrics();
     }
-    print!("{}", report::render_recording(&recording));
-    if let Some(path) = &args.json {
-        report::write_json(&recording, path)?;
-        eprintln!("hotprof: wrote {}", path.display());
-    }
-    Ok(exit_code)
+    Ok(outcome)
 }
 
-fn build_recording(
-    probed: &[Probed],
-    snapshot: &Snapshot,
-    mode: AttachedMode,
-    elapsed: Duration,
-    args: &RecordArgs,
-    overhead: Option<f64>,
-) -> Recording {
-    let functions = probed
-        .iter()
-        .zip(&snapshot.functions)
-        .map(|(p, t)| {
-            let mut record = FunctionRecord::from_aggregates(
-                p.name.clone(),
-                p.symbol.clone(),
-                &t.histogram,
-                t.count,
-                t.sum_ns,
-                t.sum_sq_ns2,
-                t.min_ns,
-                t.max_ns,
-            );
-            record.below_min_latency = t.below_min;
-            record.self_sum_ns = t.self_sum_ns;
-            record.outer_count = t.outer_count;
-            record.outer_sum_ns = t.outer_sum_ns;
-            record.on_cpu_sum_ns = args.off_cpu.then_some(t.on_cpu_sum_ns);
-            record
-        })
-        .collect();
-    Recording {
-        schema_version: SCHEMA_VERSION,
-        tool: format!("hotprof {}", env!("CARGO_PKG_VERSION")),
-        kernel: crate::kernel_release(),
-        mode: mode.as_str().into(),
-        duration_ns: elapsed.as_nanos() as u64,
-        command: args.command.clone(),
-        functions,
-        losses: snapshot.losses(),
-        probe_overhead_ns: overhead,
-        runs: Vec::new(),
+impl Session<'_> {
+    /// A recording of `snapshot` (cumulative or one run's delta) over `elapsed`.
+    fn recording(&self, snapshot: &Snapshot, elapsed: Duration) -> Recording {
+        let functions = self
+            .probed
+            .iter()
+            .zip(&snapshot.functions)
+            .map(|(p, t)| {
+                let mut record = FunctionRecord::from_aggregates(
+                    p.name.clone(),
+                    p.symbol.clone(),
+                    &t.histogram,
+                    t.count,
+                    t.sum_ns,
+                    t.sum_sq_ns2,
+                    t.min_ns,
+                    t.max_ns,
+                );
+                record.below_min_latency = t.below_min;
+                record.self_sum_ns = t.self_sum_ns;
+                record.outer_count = t.outer_count;
+                record.outer_sum_ns = t.outer_sum_ns;
+                record.on_cpu_sum_ns = self.args.off_cpu.then_some(t.on_cpu_sum_ns);
+                record
+            })
+            .collect();
+        Recording {
+            schema_version: SCHEMA_VERSION,
+            tool: format!("hotprof {}", env!("CARGO_PKG_VERSION")),
+            kernel: crate::kernel_release(),
+            mode: self.mode.as_str().into(),
+            duration_ns: elapsed.as_nanos() as u64,
+            command: self.args.command.clone(),
+            functions,
+            losses: snapshot.losses(),
+            probe_overhead_ns: self.overhead,
+            runs: Vec::new(),
+        }
     }
 }
 

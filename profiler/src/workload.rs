@@ -12,6 +12,8 @@ pub struct Workload {
     program: String,
     gate: Option<OwnedFd>,
     exec_error: Option<OwnedFd>,
+    /// Copies the workload's stdout to ours, remembering its last `name: key=value` line.
+    stdout: Option<std::thread::JoinHandle<Option<String>>>,
 }
 
 fn pipe() -> anyhow::Result<(OwnedFd, OwnedFd)> {
@@ -38,6 +40,7 @@ impl Workload {
         argv_ptrs.push(std::ptr::null());
         let (gate_read, gate_write) = pipe()?;
         let (error_read, error_write) = pipe()?;
+        let (out_read, out_write) = pipe()?;
         // SAFETY: after fork the child only calls async-signal-safe functions (read, execvp,
         // write, _exit) on memory prepared before the fork.
         let pid = unsafe { libc::fork() };
@@ -51,6 +54,9 @@ impl Workload {
                     // hotprof went away before releasing us: do not run unmeasured.
                     libc::_exit(125);
                 }
+                if libc::dup2(out_write.as_raw_fd(), 1) != 1 {
+                    libc::_exit(126);
+                }
                 libc::execvp(argv_ptrs[0], argv_ptrs.as_ptr());
                 let errno = *libc::__errno_location();
                 libc::write(error_write.as_raw_fd(), (&errno as *const i32).cast(), 4);
@@ -59,7 +65,9 @@ impl Workload {
         }
         drop(gate_read);
         drop(error_write);
-        Ok(Self { pid: pid as u32, program, gate: Some(gate_write), exec_error: Some(error_read) })
+        drop(out_write);
+        let stdout = std::thread::spawn(move || relay_stdout(std::fs::File::from(out_read)));
+        Ok(Self { pid: pid as u32, program, gate: Some(gate_write), exec_error: Some(error_read), stdout: Some(stdout) })
     }
 
     /// Lets the workload exec; fails with the reason if the exec did not happen.
@@ -86,6 +94,13 @@ impl Workload {
     /// shell-style exit code (128 + signal when killed).
     pub fn wait_blocking(&self) -> std::io::Result<i32> {
         wait_pid(self.pid)
+    }
+
+    /// The numeric figures of the workload's last `name: key=value ...` line, keyed
+    /// `name.key` (waits for its stdout to close).
+    pub fn metrics(&mut self) -> std::collections::BTreeMap<String, f64> {
+        let line = self.stdout.take().and_then(|t| t.join().ok()).flatten();
+        line.map(|l| parse_metrics(&l)).unwrap_or_default()
     }
 
     /// Forwards a terminating signal to the workload (hotprof itself is stopping).
@@ -132,4 +147,58 @@ pub fn check_runnable(program: &str) -> anyhow::Result<()> {
         bail!("cannot run workload '{program}': no such executable (checked PATH)");
     }
     Ok(())
+}
+
+/// Copies the workload's output to hotprof's stdout line by line; returns the last line that
+/// looks like a result line.
+fn relay_stdout(from: std::fs::File) -> Option<String> {
+    use std::io::{BufRead as _, Write as _};
+    let mut last = None;
+    let mut stdout = std::io::stdout();
+    for line in std::io::BufReader::new(from).lines() {
+        let Ok(line) = line else { break };
+        let _ = writeln!(stdout, "{line}");
+        if !parse_metrics(&line).is_empty() {
+            last = Some(line);
+        }
+    }
+    last
+}
+
+/// `syscall_lat: calls=10000 avg_ns=123.4 pid=7` → `{"syscall_lat.calls": 10000,
+/// "syscall_lat.avg_ns": 123.4, "syscall_lat.pid": 7}`; non-numeric values are skipped.
+pub fn parse_metrics(line: &str) -> std::collections::BTreeMap<String, f64> {
+    let mut metrics = std::collections::BTreeMap::new();
+    let Some((name, rest)) = line.split_once(": ") else {
+        return metrics;
+    };
+    if name.is_empty() || name.contains(char::is_whitespace) {
+        return metrics;
+    }
+    for pair in rest.split_whitespace() {
+        if let Some((key, value)) = pair.split_once('=')
+            && let Ok(number) = value.parse::<f64>()
+            && number.is_finite()
+        {
+            metrics.insert(format!("{name}.{key}"), number);
+        }
+    }
+    metrics
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_result_lines() {
+        let metrics = parse_metrics("syscall_lat: calls=10000 threads=1 avg_ns=123.4 list=1,2 pid=7");
+        assert_eq!(metrics.get("syscall_lat.calls"), Some(&10000.0));
+        assert_eq!(metrics.get("syscall_lat.avg_ns"), Some(&123.4));
+        assert_eq!(metrics.get("syscall_lat.list"), None);
+        assert_eq!(metrics.len(), 4);
+        assert!(parse_metrics("hello world").is_empty());
+        assert!(parse_metrics("two words: a=1").is_empty());
+        assert!(parse_metrics("x: a=NaN b=inf").is_empty());
+    }
 }

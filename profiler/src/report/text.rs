@@ -26,7 +26,7 @@ pub fn render_recording(recording: &Recording) -> String {
     out.push('\n');
     out.push_str(&render_losses(&recording.losses));
     if let Some(overhead) = recording.probe_overhead_ns {
-        let _ = writeln!(out, "probe overhead: ~{} per call (entry + return), included in the times above", format_ns(overhead));
+        let _ = writeln!(out, "probe overhead: ~{} added per probed call (entry + return; calibrated on getpid)", format_ns(overhead));
     }
     out
 }
