@@ -26,6 +26,9 @@ pub struct Frame {
     pub child_ns: u64,
     /// Index of the probed function in hotprof's target table.
     pub func: u32,
+    /// Stack ids in the `STACKS` map captured at entry (`--stacks`), or negative errno.
+    pub kernel_stack: i32,
+    pub user_stack: i32,
     pub _pad: u32,
 }
 
@@ -49,7 +52,16 @@ impl TaskFrames {
         _pad: 0,
         off_cpu_ns: 0,
         switched_out_ns: 0,
-        frames: [Frame { entry_ns: 0, entry_sp: 0, off_cpu_at_entry: 0, child_ns: 0, func: 0, _pad: 0 }; MAX_DEPTH],
+        frames: [Frame {
+            entry_ns: 0,
+            entry_sp: 0,
+            off_cpu_at_entry: 0,
+            child_ns: 0,
+            func: 0,
+            kernel_stack: -1,
+            user_stack: -1,
+            _pad: 0,
+        }; MAX_DEPTH],
     };
 }
 
@@ -95,10 +107,34 @@ pub enum Counter {
     SlotMissing = 4,
     /// Entries accepted (passed the filters).
     Entries = 5,
+    /// Stacks that could not be stored (`STACKS` map full or a hash collision).
+    StackLost = 6,
+    /// Calls whose stack aggregate could not be stored (`STACK_TOTALS` full).
+    StackTotalsFull = 7,
 }
 
 /// Number of [`Counter`] slots.
-pub const NUM_COUNTERS: u32 = 6;
+pub const NUM_COUNTERS: u32 = 8;
+
+/// Key of the per-stack latency aggregate (`--stacks`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct StackKey {
+    pub func: u32,
+    pub tgid: u32,
+    pub kernel_stack: i32,
+    pub user_stack: i32,
+}
+
+/// Total latency and calls per distinct stack.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StackTotals {
+    pub total_ns: u64,
+    pub count: u64,
+    /// The task's comm when the stack was first seen.
+    pub comm: [u8; 16],
+}
 
 /// Names of the maps and programs, shared so userspace never spells them differently.
 pub mod names {
@@ -109,6 +145,8 @@ pub mod names {
     pub const FUNC_IPS: &str = "FUNC_IPS";
     pub const TGIDS: &str = "TGIDS";
     pub const SCRATCH: &str = "SCRATCH";
+    pub const STACKS: &str = "STACKS";
+    pub const STACK_TOTALS: &str = "STACK_TOTALS";
 }
 
 #[cfg(feature = "user")]
@@ -117,4 +155,6 @@ mod pod {
     unsafe impl aya::Pod for super::Frame {}
     unsafe impl aya::Pod for super::TaskFrames {}
     unsafe impl aya::Pod for super::FuncStats {}
+    unsafe impl aya::Pod for super::StackKey {}
+    unsafe impl aya::Pod for super::StackTotals {}
 }

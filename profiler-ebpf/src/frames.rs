@@ -1,16 +1,17 @@
 //! The per-task frame stack and the per-function aggregates: the core every probe shares.
 
 use aya_ebpf::{
-    bindings::BPF_NOEXIST,
+    bindings::{BPF_F_USER_STACK, BPF_NOEXIST},
     helpers::{
         bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid,
         bpf_get_smp_processor_id, bpf_ktime_get_ns,
     },
     macros::map,
-    maps::{HashMap, PerCpuArray},
+    maps::{HashMap, PerCpuArray, PerCpuHashMap, StackTrace},
+    programs::tracing::StackIdContext,
 };
 use profiler_common::{
-    Counter, FuncStats, MAX_DEPTH, NUM_BUCKETS, NUM_COUNTERS, TaskFrames,
+    Counter, FuncStats, MAX_DEPTH, NUM_BUCKETS, NUM_COUNTERS, StackKey, StackTotals, TaskFrames,
     bucket_index, histogram::add_square,
 };
 
@@ -39,6 +40,17 @@ static MIN_LATENCY_NS: u64 = 0;
 /// 1: account off-CPU time inside open frames (`--off-cpu`).
 #[unsafe(no_mangle)]
 pub(crate) static TRACK_OFF_CPU: u8 = 0;
+
+/// 0: no stacks; 1: kernel stacks; 2: kernel and user stacks (`--stacks`, `--user-stacks`).
+#[unsafe(no_mangle)]
+static CAPTURE_STACKS: u8 = 0;
+
+/// Stacks captured at entry (`--stacks`); sized by userspace.
+#[map]
+static STACKS: StackTrace = StackTrace::with_max_entries(1, 0);
+/// Total latency and count per (function, process, kernel stack, user stack).
+#[map]
+static STACK_TOTALS: PerCpuHashMap<StackKey, StackTotals> = PerCpuHashMap::with_max_entries(1, 0);
 
 /// Open frames per task (thread id). Entries are removed when their last frame closes.
 #[map]
@@ -109,7 +121,7 @@ fn wanted(pid_tgid: u64) -> bool {
 
 /// Records the entry of function `func` on the current task.
 #[inline(always)]
-pub(crate) fn enter(func: u32, entry_sp: u64) {
+pub(crate) fn enter<C: StackIdContext>(ctx: &C, func: u32, entry_sp: u64) {
     let pid_tgid = bpf_get_current_pid_tgid();
     if !wanted(pid_tgid) {
         return;
@@ -151,8 +163,34 @@ pub(crate) fn enter(func: u32, entry_sp: u64) {
     frame.off_cpu_at_entry = task.off_cpu_ns;
     frame.child_ns = 0;
     frame.func = func;
+    let (kernel_stack, user_stack) = capture_stacks(ctx);
+    frame.kernel_stack = kernel_stack;
+    frame.user_stack = user_stack;
     task.depth = depth as u32 + 1;
     count(Counter::Entries, 1);
+}
+
+/// Stack ids for the current call, per `CAPTURE_STACKS`; -1 where not captured.
+#[inline(always)]
+fn capture_stacks<C: StackIdContext>(ctx: &C) -> (i32, i32) {
+    let mode = config(&CAPTURE_STACKS);
+    if mode == 0 {
+        return (-1, -1);
+    }
+    let kernel = match ctx.get_stackid(&STACKS, 0) {
+        Ok(id) => id as i32,
+        Err(error) => {
+            count(Counter::StackLost, 1);
+            error
+        }
+    };
+    let user = if mode >= 2 {
+        // Kernel threads have no user stack (-EFAULT): not a loss.
+        ctx.get_stackid(&STACKS, u64::from(BPF_F_USER_STACK)).map_or_else(|e| e, |id| id as i32)
+    } else {
+        -1
+    };
+    (kernel, user)
 }
 
 /// How a return finds its own frame among the open ones.
@@ -224,7 +262,31 @@ pub(crate) fn leave(which: ReturnOf) {
         off_cpu,
         outermost: !recursive,
     };
-    record(frame.func, &call);
+    if record(frame.func, &call) && config(&CAPTURE_STACKS) != 0 {
+        let key = StackKey {
+            func: frame.func,
+            tgid: (pid_tgid >> 32) as u32,
+            kernel_stack: frame.kernel_stack,
+            user_stack: frame.user_stack,
+        };
+        add_to_stack(&key, duration);
+    }
+}
+
+#[inline(always)]
+fn add_to_stack(key: &StackKey, duration: u64) {
+    // Per-CPU values: no atomics needed (BPF has no portable fetch-add here); userspace sums.
+    if let Some(totals) = STACK_TOTALS.get_ptr_mut(key) {
+        // SAFETY: this CPU's copy of the value, with preemption disabled.
+        let totals = unsafe { &mut *totals };
+        totals.total_ns += duration;
+        totals.count += 1;
+        return;
+    }
+    let totals = StackTotals { total_ns: duration, count: 1, comm: bpf_get_current_comm().unwrap_or([0; 16]) };
+    if STACK_TOTALS.insert(key, &totals, 0).is_err() {
+        count(Counter::StackTotalsFull, 1);
+    }
 }
 
 /// One finished call, as [`record`] aggregates it.
@@ -236,23 +298,24 @@ struct Call {
     outermost: bool,
 }
 
-#[inline(always)]
-fn record(func: u32, call: &Call) {
+/// Adds a finished call to its function's aggregates; false when it was not recorded
+/// (below `--min-latency` or no slot).
+fn record(func: u32, call: &Call) -> bool {
     let duration = call.duration;
     let Some(stats) = STATS.get_ptr_mut(func) else {
         count(Counter::SlotMissing, 1);
-        return;
+        return false;
     };
     // SAFETY: per-CPU slot, written only from this CPU with preemption disabled.
     let stats = unsafe { &mut *stats };
     if duration < config(&MIN_LATENCY_NS) {
         stats.below_min += 1;
-        return;
+        return false;
     }
     let bucket = func * NUM_BUCKETS + bucket_index(duration);
     let Some(slot) = HIST.get_ptr_mut(bucket) else {
         count(Counter::SlotMissing, 1);
-        return;
+        return false;
     };
     unsafe { *slot += 1 };
     if stats.count == 0 || duration < stats.min_ns {
@@ -270,6 +333,7 @@ fn record(func: u32, call: &Call) {
         stats.outer_count += 1;
         stats.outer_sum_ns += duration;
     }
+    true
 }
 
 /// `sched_switch` bookkeeping for `--off-cpu`: time a task with open frames spends switched

@@ -40,7 +40,7 @@ pub fn kprobe_entry(ctx: ProbeContext) -> u32 {
     };
     // SAFETY: a kprobe context is a pt_regs the verifier lets us read.
     let sp = unsafe { (*ctx.regs).rsp };
-    enter(func, sp);
+    enter(&ctx, func, sp);
     0
 }
 
@@ -59,8 +59,8 @@ pub fn kretprobe_exit(ctx: RetProbeContext) -> u32 {
 macro_rules! fentry_slots {
     ($($entry:ident $exit:ident $id:literal),* $(,)?) => {$(
         #[fentry]
-        pub fn $entry(_ctx: FEntryContext) -> u32 {
-            enter($id, 0);
+        pub fn $entry(ctx: FEntryContext) -> u32 {
+            enter(&ctx, $id, 0);
             0
         }
 
@@ -96,8 +96,8 @@ fentry_slots!(
 macro_rules! syscall_slots {
     ($($enter:ident $exit:ident $id:literal),* $(,)?) => {$(
         #[tracepoint]
-        pub fn $enter(_ctx: TracePointContext) -> u32 {
-            enter($id, 0);
+        pub fn $enter(ctx: TracePointContext) -> u32 {
+            enter(&ctx, $id, 0);
             0
         }
 

@@ -88,6 +88,30 @@ pub struct RecordArgs {
     #[arg(long, default_value_t = 16384, value_parser = clap::value_parser!(u32).range(1..=4_194_304))]
     pub max_tasks: u32,
 
+    /// Capture the kernel stack at each call's entry and aggregate latency per stack.
+    #[arg(long)]
+    pub stacks: bool,
+
+    /// Also capture user stacks (implies --stacks).
+    #[arg(long)]
+    pub user_stacks: bool,
+
+    /// Write a flamegraph SVG of the stacks, weighted by latency (implies --stacks).
+    #[arg(long, value_name = "FILE.svg")]
+    pub flamegraph: Option<PathBuf>,
+
+    /// Write the stacks in folded format (`a;b;c WEIGHT`, implies --stacks).
+    #[arg(long, value_name = "FILE")]
+    pub folded: Option<PathBuf>,
+
+    /// What a stack's width means in --flamegraph/--folded.
+    #[arg(long, value_enum, default_value_t = StackWeight::Latency)]
+    pub weight: StackWeight,
+
+    /// Distinct stacks kept in the kernel (beyond that they are counted as lost).
+    #[arg(long, default_value_t = 16384, value_parser = clap::value_parser!(u32).range(16..=1_048_576))]
+    pub stack_map_size: u32,
+
     /// Run the workload this many times (like `perf stat -r`), keeping each run's figures
     /// in the JSON for `hotprof compare`.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -103,6 +127,15 @@ pub struct RecordArgs {
     /// Workload to run and measure (only its process tree, only while it runs).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+/// Width of a flamegraph frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum StackWeight {
+    /// Total nanoseconds spent in the probed function under that stack.
+    Latency,
+    /// Number of calls.
+    Count,
 }
 
 #[derive(Debug, Args, Default)]
@@ -122,4 +155,11 @@ pub struct FilterArgs {
     /// Only calls entered on this CPU.
     #[arg(long)]
     pub cpu: Option<u32>,
+}
+
+impl RecordArgs {
+    /// Whether any option needs stacks captured.
+    pub fn wants_stacks(&self) -> bool {
+        self.stacks || self.user_stacks || self.flamegraph.is_some() || self.folded.is_some()
+    }
 }

@@ -2,9 +2,9 @@
 
 use aya::{
     Ebpf,
-    maps::{HashMap, MapData, PerCpuArray},
+    maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap, StackTraceMap},
 };
-use profiler_common::{Counter, FuncStats, NUM_BUCKETS, NUM_COUNTERS, TaskFrames, names};
+use profiler_common::{Counter, FuncStats, NUM_BUCKETS, NUM_COUNTERS, StackKey, StackTotals, TaskFrames, names};
 
 use crate::model::{Histogram, Losses};
 
@@ -103,6 +103,8 @@ impl Snapshot {
             open_at_stop: self.open_frames,
             slot_missing: self.counter(Counter::SlotMissing),
             kernel_missed: 0,
+            stacks_lost: self.counter(Counter::StackLost),
+            stack_totals_full: self.counter(Counter::StackTotalsFull),
         }
     }
 
@@ -187,4 +189,59 @@ mod tests {
         assert_eq!(delta.histogram.total(), 2);
         assert!(delta.min_ns >= 992 && delta.max_ns <= 1_000, "{delta:?}");
     }
+}
+
+/// One distinct stack of a probed function, with the latency spent under it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CollectedStack {
+    pub func: u32,
+    pub tgid: u32,
+    pub comm: String,
+    /// Kernel frames, leaf first; empty when the stack was lost (see `kernel_error`).
+    pub kernel: Vec<u64>,
+    /// User frames, leaf first; empty for kernel threads or when not captured.
+    pub user: Vec<u64>,
+    pub total_ns: u64,
+    pub count: u64,
+}
+
+/// Reads the per-stack aggregates and resolves their stack ids to addresses.
+pub fn stacks(ebpf: &Ebpf) -> anyhow::Result<Vec<CollectedStack>> {
+    use anyhow::Context as _;
+    let totals: PerCpuHashMap<&MapData, StackKey, StackTotals> =
+        PerCpuHashMap::try_from(ebpf.map(names::STACK_TOTALS).context("STACK_TOTALS map missing")?)?;
+    let traces: StackTraceMap<&MapData> = StackTraceMap::try_from(ebpf.map(names::STACKS).context("STACKS map missing")?)?;
+    let frames = |id: i32| -> Vec<u64> {
+        if id < 0 {
+            return Vec::new();
+        }
+        traces
+            .get(&(id as u32), 0)
+            .map(|trace| trace.frames().iter().map(|f| f.ip).collect())
+            .unwrap_or_default()
+    };
+    let mut stacks = Vec::new();
+    for entry in totals.iter() {
+        let (key, per_cpu) = entry.context("reading STACK_TOTALS")?;
+        let mut total = CollectedStack {
+            func: key.func,
+            tgid: key.tgid,
+            comm: String::new(),
+            kernel: frames(key.kernel_stack),
+            user: frames(key.user_stack),
+            total_ns: 0,
+            count: 0,
+        };
+        for value in per_cpu.iter() {
+            total.total_ns += value.total_ns;
+            total.count += value.count;
+            if total.comm.is_empty() && value.count > 0 {
+                let end = value.comm.iter().position(|&b| b == 0).unwrap_or(value.comm.len());
+                total.comm = String::from_utf8_lossy(&value.comm[..end]).into_owned();
+            }
+        }
+        stacks.push(total);
+    }
+    stacks.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.kernel.cmp(&b.kernel)));
+    Ok(stacks)
 }

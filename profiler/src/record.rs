@@ -94,6 +94,8 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
         comm: filter.comm,
         min_latency_ns: args.min_latency.map_or(0, |d| d.as_nanos() as u64),
         off_cpu: args.off_cpu,
+        capture_stacks: if args.user_stacks { 2 } else { u8::from(args.wants_stacks()) },
+        stack_map_size: args.stack_map_size,
         offsets,
     };
     let mut ebpf = attach::load(&config).map_err(|e| anyhow::anyhow!("cannot load the eBPF programs: {}", attach::one_line(&e)))?;

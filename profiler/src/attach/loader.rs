@@ -25,6 +25,10 @@ pub struct ProbeConfig {
     pub comm: Option<[u8; 16]>,
     pub min_latency_ns: u64,
     pub off_cpu: bool,
+    /// 0: none, 1: kernel stacks, 2: kernel and user stacks.
+    pub capture_stacks: u8,
+    /// Distinct stacks the stack maps hold.
+    pub stack_map_size: u32,
     pub offsets: Option<TracepointOffsets>,
 }
 
@@ -53,12 +57,15 @@ pub fn load(config: &ProbeConfig) -> Result<Ebpf, EbpfError> {
         .override_global("FILTER_COMM", &comm, true)
         .override_global("MIN_LATENCY_NS", &config.min_latency_ns, true)
         .override_global("TRACK_OFF_CPU", &off_cpu, true)
+        .override_global("CAPTURE_STACKS", &config.capture_stacks, true)
         .override_global("SWITCH_PREV_PID_OFFSET", &prev_pid, true)
         .override_global("SWITCH_NEXT_PID_OFFSET", &next_pid, true)
         .override_global("FORK_CHILD_PID_OFFSET", &child_pid, true)
         .map_max_entries(names::STATS, functions)
         .map_max_entries(names::HIST, functions * NUM_BUCKETS)
         .map_max_entries(names::FUNC_IPS, functions * 2)
-        .map_max_entries(names::TASKS, config.max_tasks.max(1));
+        .map_max_entries(names::TASKS, config.max_tasks.max(1))
+        .map_max_entries(names::STACKS, if config.capture_stacks > 0 { config.stack_map_size.max(1) } else { 1 })
+        .map_max_entries(names::STACK_TOTALS, if config.capture_stacks > 0 { config.stack_map_size.max(1) } else { 1 });
     loader.load(EBPF_OBJECT)
 }

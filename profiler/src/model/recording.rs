@@ -110,6 +110,13 @@ pub struct Losses {
     /// Kernel-reported misses: kretprobe `nmissed` and BPF recursion misses, where readable.
     #[serde(default)]
     pub kernel_missed: u64,
+    /// `--stacks`: stacks that could not be stored (stack map full or hash collision); the
+    /// call is still timed, under an "[unknown]" stack.
+    #[serde(default)]
+    pub stacks_lost: u64,
+    /// `--stacks`: calls timed but missing from the per-stack totals (map full).
+    #[serde(default)]
+    pub stack_totals_full: u64,
 }
 
 impl Losses {

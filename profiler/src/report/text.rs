@@ -137,6 +137,8 @@ pub fn render_losses(losses: &Losses) -> String {
         (losses.depth_exceeded, "calls nested deeper than 16 probed frames"),
         (losses.task_map_full, "calls dropped: per-task map full (raise --max-tasks)"),
         (losses.slot_missing, "internal map lookups failed"),
+        (losses.stacks_lost, "stacks not stored (raise --stack-map-size)"),
+        (losses.stack_totals_full, "calls missing from the per-stack totals (raise --stack-map-size)"),
         (losses.unmatched_returns, "returns of calls already in flight at attach (not timed)"),
         (losses.open_at_stop, "calls still in flight at stop (not timed)"),
     ];
