@@ -147,6 +147,7 @@ pub mod names {
     pub const SCRATCH: &str = "SCRATCH";
     pub const STACKS: &str = "STACKS";
     pub const STACK_TOTALS: &str = "STACK_TOTALS";
+    pub const SAMPLES: &str = "SAMPLES";
 }
 
 #[cfg(feature = "user")]

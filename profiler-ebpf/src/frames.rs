@@ -47,7 +47,7 @@ static CAPTURE_STACKS: u8 = 0;
 
 /// Stacks captured at entry (`--stacks`); sized by userspace.
 #[map]
-static STACKS: StackTrace = StackTrace::with_max_entries(1, 0);
+pub(crate) static STACKS: StackTrace = StackTrace::with_max_entries(1, 0);
 /// Total latency and count per (function, process, kernel stack, user stack).
 #[map]
 static STACK_TOTALS: PerCpuHashMap<StackKey, StackTotals> = PerCpuHashMap::with_max_entries(1, 0);
@@ -88,7 +88,7 @@ pub(crate) fn count(counter: Counter, n: u64) {
 
 /// Does the current task pass the user's filters?
 #[inline(always)]
-fn wanted(pid_tgid: u64) -> bool {
+pub(crate) fn wanted(pid_tgid: u64) -> bool {
     let tid = pid_tgid as u32;
     let tgid = (pid_tgid >> 32) as u32;
     if tgid == config(&EXCLUDE_TGID) {

@@ -8,6 +8,7 @@
 //! - kprobe/kretprobe (`kprobe_entry`, `kretprobe_exit`): 5.15 (`bpf_get_func_ip`).
 //! - fentry/fexit (`fentry_N`/`fexit_N`, one pair per function slot): 5.5, BTF required.
 //! - syscall tracepoints (`sys_enter`/`sys_exit`): 4.7.
+//! - perf_event on-CPU sampling (`on_cpu_sample`, `hotprof sample`): 4.9.
 //! - `sched_switch` for off-CPU accounting (`--off-cpu`) and `sched_process_fork` to follow a
 //!   workload's process tree: 4.7.
 #![no_std]
@@ -15,6 +16,7 @@
 
 mod frames;
 mod probes;
+mod sample;
 
 #[cfg(not(test))]
 #[panic_handler]

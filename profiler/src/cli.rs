@@ -41,6 +41,8 @@ pub struct Cli {
 pub enum Command {
     /// List kernel functions matching a glob and which probe modes can attach to each.
     List(ListArgs),
+    /// On-CPU sampling profile with kernel and user stacks (perf_event; no kprobes needed).
+    Sample(crate::sample::SampleArgs),
 }
 
 #[derive(Debug, Args)]

@@ -205,11 +205,20 @@ pub struct CollectedStack {
     pub count: u64,
 }
 
-/// Reads the per-stack aggregates and resolves their stack ids to addresses.
+/// Reads the per-stack latency aggregates (`--stacks`) with their frames.
 pub fn stacks(ebpf: &Ebpf) -> anyhow::Result<Vec<CollectedStack>> {
     use anyhow::Context as _;
     let totals: PerCpuHashMap<&MapData, StackKey, StackTotals> =
         PerCpuHashMap::try_from(ebpf.map(names::STACK_TOTALS).context("STACK_TOTALS map missing")?)?;
+    resolve_stacks(ebpf, totals.iter())
+}
+
+/// Merges per-CPU stack aggregates and resolves their stack ids to addresses.
+pub fn resolve_stacks(
+    ebpf: &Ebpf,
+    entries: impl Iterator<Item = Result<(StackKey, aya::maps::PerCpuValues<StackTotals>), aya::maps::MapError>>,
+) -> anyhow::Result<Vec<CollectedStack>> {
+    use anyhow::Context as _;
     let traces: StackTraceMap<&MapData> = StackTraceMap::try_from(ebpf.map(names::STACKS).context("STACKS map missing")?)?;
     let frames = |id: i32| -> Vec<u64> {
         if id < 0 {
@@ -221,8 +230,8 @@ pub fn stacks(ebpf: &Ebpf) -> anyhow::Result<Vec<CollectedStack>> {
             .unwrap_or_default()
     };
     let mut stacks = Vec::new();
-    for entry in totals.iter() {
-        let (key, per_cpu) = entry.context("reading STACK_TOTALS")?;
+    for entry in entries {
+        let (key, per_cpu) = entry.context("reading stack aggregates")?;
         let mut total = CollectedStack {
             func: key.func,
             tgid: key.tgid,

@@ -11,6 +11,7 @@ pub mod model;
 pub mod record;
 pub mod report;
 pub mod resolve;
+pub mod sample;
 pub mod units;
 pub mod workload;
 

@@ -23,6 +23,7 @@ fn main() {
     let result = runtime.block_on(async {
         match cli.command {
             Some(Command::List(args)) => profiler::list::run(&args.pattern),
+            Some(Command::Sample(args)) => profiler::sample::run(&args).await,
             None => profiler::record::run(cli.record).await,
         }
     });

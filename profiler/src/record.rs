@@ -95,6 +95,7 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
         min_latency_ns: args.min_latency.map_or(0, |d| d.as_nanos() as u64),
         off_cpu: args.off_cpu,
         capture_stacks: if args.user_stacks { 2 } else { u8::from(args.wants_stacks()) },
+        sampling: false,
         stack_map_size: args.stack_map_size,
         offsets,
     };

@@ -27,6 +27,8 @@ pub struct ProbeConfig {
     pub off_cpu: bool,
     /// 0: none, 1: kernel stacks, 2: kernel and user stacks.
     pub capture_stacks: u8,
+    /// Load for `hotprof sample` (sizes the sample map; stacks are kernel + user).
+    pub sampling: bool,
     /// Distinct stacks the stack maps hold.
     pub stack_map_size: u32,
     pub offsets: Option<TracepointOffsets>,
@@ -65,7 +67,8 @@ pub fn load(config: &ProbeConfig) -> Result<Ebpf, EbpfError> {
         .map_max_entries(names::HIST, functions * NUM_BUCKETS)
         .map_max_entries(names::FUNC_IPS, functions * 2)
         .map_max_entries(names::TASKS, config.max_tasks.max(1))
-        .map_max_entries(names::STACKS, if config.capture_stacks > 0 { config.stack_map_size.max(1) } else { 1 })
-        .map_max_entries(names::STACK_TOTALS, if config.capture_stacks > 0 { config.stack_map_size.max(1) } else { 1 });
+        .map_max_entries(names::STACKS, if config.capture_stacks > 0 || config.sampling { config.stack_map_size.max(1) } else { 1 })
+        .map_max_entries(names::STACK_TOTALS, if config.capture_stacks > 0 { config.stack_map_size.max(1) } else { 1 })
+        .map_max_entries(names::SAMPLES, if config.sampling { config.stack_map_size.max(1) } else { 1 });
     loader.load(EBPF_OBJECT)
 }

@@ -1,0 +1,217 @@
+//! `hotprof sample`: on-CPU sampling profile with kernel and user stacks via perf_event, the
+//! equivalent of `perf record -g` + a flamegraph + `perf report`'s top table. Works on any
+//! kernel with perf events (no kprobes needed).
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use aya::{
+    maps::{HashMap, MapData, PerCpuHashMap},
+    programs::{
+        PerfEvent,
+        perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
+    },
+};
+use profiler_common::{StackKey, StackTotals, names};
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::attach::{self, ProbeConfig, TracepointOffsets};
+use crate::collect::CollectedStack;
+use crate::workload::Workload;
+
+/// Options of `hotprof sample`.
+#[derive(Debug, clap::Args)]
+pub struct SampleArgs {
+    /// Samples per second per CPU.
+    #[arg(long, default_value_t = 999, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub freq: u64,
+    /// Stop after this long (default: when the workload exits, or Ctrl-C).
+    #[arg(long, value_parser = crate::units::parse_positive_duration)]
+    pub duration: Option<Duration>,
+    /// Only this process (and not its children).
+    #[arg(short = 'p', long = "pid", value_parser = clap::value_parser!(u32).range(1..))]
+    pub pid: Option<u32>,
+    /// Write a flamegraph SVG of the samples.
+    #[arg(long, value_name = "FILE.svg")]
+    pub flamegraph: Option<std::path::PathBuf>,
+    /// Write the samples in folded format.
+    #[arg(long, value_name = "FILE")]
+    pub folded: Option<std::path::PathBuf>,
+    /// Rows in the top table.
+    #[arg(long, default_value_t = 20)]
+    pub top: usize,
+    /// Distinct stacks kept in the kernel.
+    #[arg(long, default_value_t = 16384, value_parser = clap::value_parser!(u32).range(16..=1_048_576))]
+    pub stack_map_size: u32,
+    /// Workload to run and sample (its process tree only).
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// What a sampling session collected.
+pub struct Samples {
+    pub stacks: Vec<CollectedStack>,
+    pub elapsed: Duration,
+    pub lost_stacks: u64,
+    pub full: u64,
+    pub exit_code: i32,
+}
+
+/// `hotprof sample`: collect, then report.
+pub async fn run(args: &SampleArgs) -> anyhow::Result<i32> {
+    let samples = collect(args).await?;
+    let total: u64 = samples.stacks.iter().map(|s| s.count).sum();
+    println!("hotprof sample: {total} samples in {} distinct stacks over {}", samples.stacks.len(), crate::units::format_ns(samples.elapsed.as_nanos() as f64));
+    Ok(samples.exit_code)
+}
+
+/// Runs the sampling session and returns the raw samples (symbolized by the caller).
+pub async fn collect(args: &SampleArgs) -> anyhow::Result<Samples> {
+    if args.pid.is_some() && !args.command.is_empty() {
+        anyhow::bail!("give either -p/--pid or a command after --, not both");
+    }
+    if let Some(pid) = args.pid
+        && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+    {
+        anyhow::bail!("no process with pid {pid}");
+    }
+    if let Some(program) = args.command.first() {
+        crate::workload::check_runnable(program)?;
+    }
+    attach::check_privileges().map_err(anyhow::Error::msg)?;
+    let follow = !args.command.is_empty();
+    let offsets = if follow {
+        let tracefs = crate::resolve::tracefs_root().context("following the workload's children needs tracefs")?;
+        Some(TracepointOffsets::read(&tracefs).map_err(anyhow::Error::msg)?)
+    } else {
+        None
+    };
+    let config = ProbeConfig {
+        functions: 1,
+        max_tasks: 1,
+        filter_tgids: follow || args.pid.is_some(),
+        exclude_tgid: Some(std::process::id()),
+        sampling: true,
+        stack_map_size: args.stack_map_size,
+        offsets,
+        ..Default::default()
+    };
+    let mut ebpf = attach::load(&config).map_err(|e| anyhow::anyhow!("cannot load the eBPF programs: {}", attach::one_line(&e)))?;
+    let program: &mut PerfEvent = ebpf
+        .program_mut("on_cpu_sample")
+        .context("on_cpu_sample program missing")?
+        .try_into()?;
+    program.load().map_err(|e| anyhow::anyhow!("cannot load the sampling program: {}", attach::one_line(&e)))?;
+    let cpus = online_cpus();
+    for &cpu in &cpus {
+        program
+            .attach(
+                PerfEventConfig::Software(SoftwareEvent::CpuClock),
+                PerfEventScope::AllProcessesOneCpu { cpu },
+                SamplePolicy::Frequency(args.freq),
+                false,
+            )
+            .map_err(|e| anyhow::anyhow!("cannot sample CPU {cpu}: {}", attach::one_line(&e)))?;
+    }
+    attach::attach_tracking(&mut ebpf, false, follow)?;
+
+    let mut workload = if follow { Some(Workload::spawn(&args.command)?) } else { None };
+    {
+        let mut tgids: HashMap<_, u32, u8> = HashMap::try_from(ebpf.map_mut(names::TGIDS).context("TGIDS map missing")?)?;
+        for pid in workload.as_ref().map(|w| w.pid).into_iter().chain(args.pid) {
+            tgids.insert(pid, 1, 0)?;
+        }
+    }
+    let started = Instant::now();
+    if let Some(w) = workload.as_mut() {
+        w.release()?;
+    }
+    eprintln!(
+        "hotprof: sampling {} CPU(s) at {} Hz{}",
+        cpus.len(),
+        args.freq,
+        if follow { format!(", running: {}", args.command.join(" ")) } else { String::new() }
+    );
+    let mut sigint = signal(SignalKind::interrupt())?;
+    let mut sigterm = signal(SignalKind::terminate())?;
+    let mut exited = workload.as_ref().map(|w| {
+        let pid = w.pid;
+        tokio::task::spawn_blocking(move || crate::workload::wait_pid(pid))
+    });
+    let deadline = args.duration.map(|d| tokio::time::Instant::now() + d);
+    let mut exit_code = 0;
+    tokio::select! {
+        _ = sigint.recv() => {}
+        _ = sigterm.recv() => {}
+        status = async { exited.as_mut().unwrap().await }, if exited.is_some() => {
+            exit_code = status.context("waiting for the workload")?.context("waiting for the workload")?;
+            exited = None;
+        }
+        _ = async { tokio::time::sleep_until(deadline.unwrap()).await }, if deadline.is_some() => {}
+    }
+    let elapsed = started.elapsed();
+    if let (Some(waiting), Some(w)) = (exited, &workload) {
+        w.signal(libc::SIGTERM);
+        if let Ok(Ok(Ok(code))) = tokio::time::timeout(Duration::from_secs(5), waiting).await {
+            exit_code = code;
+        } else {
+            w.signal(libc::SIGKILL);
+        }
+    }
+    let counters = crate::collect::snapshot(&ebpf, 0)?;
+    let stacks = read_samples(&ebpf)?;
+    Ok(Samples {
+        stacks,
+        elapsed,
+        lost_stacks: counters.counter(profiler_common::Counter::StackLost),
+        full: counters.counter(profiler_common::Counter::StackTotalsFull),
+        exit_code,
+    })
+}
+
+fn read_samples(ebpf: &aya::Ebpf) -> anyhow::Result<Vec<CollectedStack>> {
+    let samples: PerCpuHashMap<&MapData, StackKey, StackTotals> =
+        PerCpuHashMap::try_from(ebpf.map(names::SAMPLES).context("SAMPLES map missing")?)?;
+    crate::collect::resolve_stacks(ebpf, samples.iter())
+}
+
+/// CPUs to sample: `/sys/devices/system/cpu/online` ("0-1,4").
+fn online_cpus() -> Vec<u32> {
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .map(|text| parse_cpu_list(&text))
+        .filter(|cpus| !cpus.is_empty())
+        .unwrap_or_else(|| (0..std::thread::available_parallelism().map_or(1, |n| n.get() as u32)).collect())
+}
+
+/// Parses a kernel CPU list such as `0-3,8,10-11`.
+pub fn parse_cpu_list(text: &str) -> Vec<u32> {
+    let mut cpus = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                if let (Ok(a), Ok(b)) = (a.parse::<u32>(), b.parse::<u32>())
+                    && a <= b
+                    && b - a < 65536
+                {
+                    cpus.extend(a..=b);
+                }
+            }
+            None => cpus.extend(part.parse::<u32>().ok()),
+        }
+    }
+    cpus
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_cpu_lists() {
+        assert_eq!(parse_cpu_list("0-1\n"), [0, 1]);
+        assert_eq!(parse_cpu_list("0,2-3,8"), [0, 2, 3, 8]);
+        assert_eq!(parse_cpu_list("3-1,x,"), Vec::<u32>::new());
+    }
+}
