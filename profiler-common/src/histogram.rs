@@ -123,7 +123,13 @@ mod tests {
     fn matches_reference_at_every_boundary() {
         for msb in 0..64u32 {
             let base = 1u64 << msb;
-            for v in [base, base + 1, base.wrapping_sub(1), base | (base >> 1), base | (base - 1)] {
+            for v in [
+                base,
+                base + 1,
+                base.wrapping_sub(1),
+                base | (base >> 1),
+                base | (base - 1),
+            ] {
                 assert_eq!(bucket_index(v), reference_index(v), "value {v}");
             }
         }
@@ -173,7 +179,16 @@ mod tests {
 
     #[test]
     fn add_square_matches_u128() {
-        let values = [0u64, 1, 3, 0xffff_ffff, 0x1_0000_0000, 123_456_789_012, u64::MAX / 7, u64::MAX];
+        let values = [
+            0u64,
+            1,
+            3,
+            0xffff_ffff,
+            0x1_0000_0000,
+            123_456_789_012,
+            u64::MAX / 7,
+            u64::MAX,
+        ];
         let (mut lo, mut hi) = (0u64, 0u64);
         let mut reference = 0u128;
         for &v in &values {

@@ -98,7 +98,7 @@ pub(crate) fn wanted(pid_tgid: u64) -> bool {
     if only_tid != 0 && only_tid != tid {
         return false;
     }
-    if config(&FILTER_TGIDS) != 0 && unsafe { TGIDS.get(&tgid) }.is_none() {
+    if config(&FILTER_TGIDS) != 0 && unsafe { TGIDS.get(tgid) }.is_none() {
         return false;
     }
     let only_cpu = config(&FILTER_CPU);
@@ -128,7 +128,7 @@ pub(crate) fn enter<C: StackIdContext>(ctx: &C, func: u32, entry_sp: u64) {
     }
     let now = unsafe { bpf_ktime_get_ns() };
     let tid = pid_tgid as u32;
-    let task = match TASKS.get_ptr_mut(&tid) {
+    let task = match TASKS.get_ptr_mut(tid) {
         Some(task) => task,
         None => {
             let Some(empty) = SCRATCH.get_ptr(0) else {
@@ -136,11 +136,14 @@ pub(crate) fn enter<C: StackIdContext>(ctx: &C, func: u32, entry_sp: u64) {
                 return;
             };
             // SAFETY: SCRATCH is never written, so it holds zeroes.
-            if TASKS.insert(&tid, unsafe { &*empty }, BPF_NOEXIST as u64).is_err() {
+            // By reference: the value is too large to copy onto the 512-byte BPF stack.
+            #[allow(clippy::needless_borrows_for_generic_args)]
+            let inserted = TASKS.insert(tid, unsafe { &*empty }, BPF_NOEXIST as u64);
+            if inserted.is_err() {
                 count(Counter::TaskMapFull, 1);
                 return;
             }
-            match TASKS.get_ptr_mut(&tid) {
+            match TASKS.get_ptr_mut(tid) {
                 Some(task) => task,
                 None => {
                     count(Counter::TaskMapFull, 1);
@@ -186,7 +189,8 @@ fn capture_stacks<C: StackIdContext>(ctx: &C) -> (i32, i32) {
     };
     let user = if mode >= 2 {
         // Kernel threads have no user stack (-EFAULT): not a loss.
-        ctx.get_stackid(&STACKS, u64::from(BPF_F_USER_STACK)).map_or_else(|e| e, |id| id as i32)
+        ctx.get_stackid(&STACKS, u64::from(BPF_F_USER_STACK))
+            .map_or_else(|e| e, |id| id as i32)
     } else {
         -1
     };
@@ -209,7 +213,7 @@ pub(crate) fn leave(which: ReturnOf) {
     let now = unsafe { bpf_ktime_get_ns() };
     let pid_tgid = bpf_get_current_pid_tgid();
     let tid = pid_tgid as u32;
-    let Some(task) = TASKS.get_ptr_mut(&tid) else {
+    let Some(task) = TASKS.get_ptr_mut(tid) else {
         // Filtered-out tasks never have frames; only a wanted task's return is "unmatched".
         if wanted(pid_tgid) {
             count(Counter::UnmatchedReturn, 1);
@@ -254,7 +258,7 @@ pub(crate) fn leave(which: ReturnOf) {
         }
     } else {
         // Keep the map small: a task with no open frames needs no entry.
-        let _ = TASKS.remove(&tid);
+        let _ = TASKS.remove(tid);
     }
     let call = Call {
         duration,
@@ -283,8 +287,12 @@ fn add_to_stack(key: &StackKey, duration: u64) {
         totals.count += 1;
         return;
     }
-    let totals = StackTotals { total_ns: duration, count: 1, comm: bpf_get_current_comm().unwrap_or([0; 16]) };
-    if STACK_TOTALS.insert(key, &totals, 0).is_err() {
+    let totals = StackTotals {
+        total_ns: duration,
+        count: 1,
+        comm: bpf_get_current_comm().unwrap_or([0; 16]),
+    };
+    if STACK_TOTALS.insert(key, totals, 0).is_err() {
         count(Counter::StackTotalsFull, 1);
     }
 }
@@ -341,11 +349,11 @@ fn record(func: u32, call: &Call) -> bool {
 #[inline(always)]
 pub(crate) fn on_switch(prev_tid: u32, next_tid: u32) {
     let now = unsafe { bpf_ktime_get_ns() };
-    if let Some(prev) = TASKS.get_ptr_mut(&prev_tid) {
+    if let Some(prev) = TASKS.get_ptr_mut(prev_tid) {
         // SAFETY: see `enter`; the scheduler serialises switch-out and switch-in of a task.
         unsafe { (*prev).switched_out_ns = now };
     }
-    if let Some(next) = TASKS.get_ptr_mut(&next_tid) {
+    if let Some(next) = TASKS.get_ptr_mut(next_tid) {
         let next = unsafe { &mut *next };
         if next.switched_out_ns != 0 {
             next.off_cpu_ns += now.saturating_sub(next.switched_out_ns);

@@ -35,7 +35,7 @@ fn config_u32(value: &u32) -> usize {
 pub fn kprobe_entry(ctx: ProbeContext) -> u32 {
     // SAFETY: helper reads the probed address from the kprobe context.
     let ip = unsafe { bpf_get_func_ip(ctx.as_ptr()) };
-    let Some(&func) = (unsafe { FUNC_IPS.get(&ip) }) else {
+    let Some(&func) = (unsafe { FUNC_IPS.get(ip) }) else {
         return 0;
     };
     // SAFETY: a kprobe context is a pt_regs the verifier lets us read.
@@ -135,12 +135,12 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
     let parent_tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
-    if unsafe { TGIDS.get(&parent_tgid) }.is_none() {
+    if unsafe { TGIDS.get(parent_tgid) }.is_none() {
         return 0;
     }
     // SAFETY: bounds-checked read from the tracepoint record.
     if let Ok(child) = unsafe { ctx.read_at::<i32>(config_u32(&FORK_CHILD_PID_OFFSET)) } {
-        let _ = TGIDS.insert(&(child as u32), &1, 0);
+        let _ = TGIDS.insert(child as u32, 1, 0);
     }
     0
 }

@@ -30,20 +30,26 @@ pub fn on_cpu_sample(ctx: PerfEventContext) -> u32 {
         |id| id as i32,
     );
     // User stacks of kernel threads do not exist (-EFAULT): not a loss.
-    let user_stack = ctx.get_stackid(&STACKS, u64::from(BPF_F_USER_STACK)).map_or_else(|e| e, |id| id as i32);
+    let user_stack = ctx
+        .get_stackid(&STACKS, u64::from(BPF_F_USER_STACK))
+        .map_or_else(|e| e, |id| id as i32);
     let key = StackKey {
         func: 0,
         tgid: (pid_tgid >> 32) as u32,
         kernel_stack,
         user_stack,
     };
-    if let Some(totals) = SAMPLES.get_ptr_mut(&key) {
+    if let Some(totals) = SAMPLES.get_ptr_mut(key) {
         // SAFETY: this CPU's copy, preemption disabled in perf_event context.
         unsafe { (*totals).count += 1 };
         return 0;
     }
-    let totals = StackTotals { total_ns: 0, count: 1, comm: bpf_get_current_comm().unwrap_or([0; 16]) };
-    if SAMPLES.insert(&key, &totals, 0).is_err() {
+    let totals = StackTotals {
+        total_ns: 0,
+        count: 1,
+        comm: bpf_get_current_comm().unwrap_or([0; 16]),
+    };
+    if SAMPLES.insert(key, totals, 0).is_err() {
         count(Counter::StackTotalsFull, 1);
     }
     0

@@ -33,18 +33,26 @@ fn time_getpid_round() -> f64 {
 }
 
 fn best_of_rounds() -> f64 {
-    (0..ROUNDS).map(|_| time_getpid_round()).fold(f64::INFINITY, f64::min)
+    (0..ROUNDS)
+        .map(|_| time_getpid_round())
+        .fold(f64::INFINITY, f64::min)
 }
 
 /// Measures the per-call overhead of `mode`; `None` with a reason when it cannot.
 pub fn measure(mode: AttachedMode, kernel: Option<&KernelFunctions>) -> Result<Overhead, String> {
     let baseline_before = best_of_rounds();
-    let config = ProbeConfig { functions: 1, max_tasks: 64, filter_tgids: true, ..Default::default() };
+    let config = ProbeConfig {
+        functions: 1,
+        max_tasks: 64,
+        filter_tgids: true,
+        ..Default::default()
+    };
     let mut ebpf = attach::load(&config).map_err(|e| attach::one_line(&e))?;
     match mode {
         AttachedMode::Syscall => {
             let tracefs = crate::resolve::tracefs_root().ok_or("no tracefs")?;
-            attach::attach_syscalls(&mut ebpf, &["getpid".to_string()], &tracefs).map_err(|e| e.to_string())?;
+            attach::attach_syscalls(&mut ebpf, &["getpid".to_string()], &tracefs)
+                .map_err(|e| e.to_string())?;
         }
         AttachedMode::Kprobe | AttachedMode::Fentry => {
             let kernel = kernel.ok_or("no kallsyms")?;
@@ -57,14 +65,22 @@ pub fn measure(mode: AttachedMode, kernel: Option<&KernelFunctions>) -> Result<O
                 .iter()
                 .find_map(|name| kernel.resolve(name, &|_| false).ok()?.into_iter().next())
                 .ok_or("no getpid function to calibrate on")?;
-            let wanted = if mode == AttachedMode::Fentry { Mode::Fentry } else { Mode::Kprobe };
-            attach::attach_functions(&mut ebpf, std::slice::from_ref(&target), wanted).map_err(|e| e.to_string())?;
+            let wanted = if mode == AttachedMode::Fentry {
+                Mode::Fentry
+            } else {
+                Mode::Kprobe
+            };
+            attach::attach_functions(&mut ebpf, std::slice::from_ref(&target), wanted)
+                .map_err(|e| e.to_string())?;
         }
     }
     {
-        let mut tgids: HashMap<_, u32, u8> = HashMap::try_from(ebpf.map_mut(names::TGIDS).ok_or("TGIDS missing")?)
+        let mut tgids: HashMap<_, u32, u8> =
+            HashMap::try_from(ebpf.map_mut(names::TGIDS).ok_or("TGIDS missing")?)
+                .map_err(|e| e.to_string())?;
+        tgids
+            .insert(std::process::id(), 1, 0)
             .map_err(|e| e.to_string())?;
-        tgids.insert(std::process::id(), 1, 0).map_err(|e| e.to_string())?;
     }
     let probed = best_of_rounds();
     let snapshot = crate::collect::snapshot(&ebpf, 1).map_err(|e| e.to_string())?;
@@ -75,7 +91,11 @@ pub fn measure(mode: AttachedMode, kernel: Option<&KernelFunctions>) -> Result<O
     let expected = u64::from(CALLS_PER_ROUND) * ROUNDS as u64;
     let counted = snapshot.functions.first().map_or(0, |f| f.count);
     if counted < expected {
-        return Err(format!("calibration probe counted {counted} of {expected} calls"));
+        return Err(format!(
+            "calibration probe counted {counted} of {expected} calls"
+        ));
     }
-    Ok(Overhead { per_call_ns: (probed - baseline).max(0.0) })
+    Ok(Overhead {
+        per_call_ns: (probed - baseline).max(0.0),
+    })
 }

@@ -4,7 +4,9 @@ use aya::{
     Ebpf,
     maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap, StackTraceMap},
 };
-use profiler_common::{Counter, FuncStats, NUM_BUCKETS, NUM_COUNTERS, StackKey, StackTotals, TaskFrames, names};
+use profiler_common::{
+    Counter, FuncStats, NUM_BUCKETS, NUM_COUNTERS, StackKey, StackTotals, TaskFrames, names,
+};
 
 use crate::model::{Histogram, Losses};
 
@@ -36,7 +38,10 @@ pub struct Snapshot {
 
 /// Merges the per-CPU copies of one function's stats.
 pub fn merge_stats<'a>(per_cpu: impl IntoIterator<Item = &'a FuncStats>) -> FunctionTotals {
-    let mut totals = FunctionTotals { min_ns: u64::MAX, ..Default::default() };
+    let mut totals = FunctionTotals {
+        min_ns: u64::MAX,
+        ..Default::default()
+    };
     for stats in per_cpu {
         if stats.count > 0 {
             totals.min_ns = totals.min_ns.min(stats.min_ns);
@@ -62,7 +67,8 @@ pub fn snapshot(ebpf: &Ebpf, functions: usize) -> anyhow::Result<Snapshot> {
     use anyhow::Context as _;
     let stats: PerCpuArray<&MapData, FuncStats> =
         PerCpuArray::try_from(ebpf.map(names::STATS).context("STATS map missing")?)?;
-    let hist: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(ebpf.map(names::HIST).context("HIST map missing")?)?;
+    let hist: PerCpuArray<&MapData, u64> =
+        PerCpuArray::try_from(ebpf.map(names::HIST).context("HIST map missing")?)?;
     let counters_map: PerCpuArray<&MapData, u64> =
         PerCpuArray::try_from(ebpf.map(names::COUNTERS).context("COUNTERS map missing")?)?;
     let tasks: HashMap<&MapData, u32, TaskFrames> =
@@ -82,9 +88,17 @@ pub fn snapshot(ebpf: &Ebpf, functions: usize) -> anyhow::Result<Snapshot> {
         snapshot.functions.push(totals);
     }
     for (index, slot) in snapshot.counters.iter_mut().enumerate() {
-        *slot = counters_map.get(&(index as u32), 0).context("reading COUNTERS")?.iter().sum();
+        *slot = counters_map
+            .get(&(index as u32), 0)
+            .context("reading COUNTERS")?
+            .iter()
+            .sum();
     }
-    snapshot.open_frames = tasks.iter().filter_map(Result::ok).map(|(_, task)| u64::from(task.depth)).sum();
+    snapshot.open_frames = tasks
+        .iter()
+        .filter_map(Result::ok)
+        .map(|(_, task)| u64::from(task.depth))
+        .sum();
     Ok(snapshot)
 }
 
@@ -124,15 +138,22 @@ impl Snapshot {
         for (slot, before) in counters.iter_mut().zip(earlier.counters) {
             *slot = slot.saturating_sub(before);
         }
-        Snapshot { functions, counters, open_frames: self.open_frames }
+        Snapshot {
+            functions,
+            counters,
+            open_frames: self.open_frames,
+        }
     }
 }
 
 impl FunctionTotals {
     fn since(&self, before: &FunctionTotals) -> FunctionTotals {
         let mut histogram = Histogram::new();
-        let earlier: std::collections::BTreeMap<u64, u64> =
-            before.histogram.iter().map(|(lower, _, count)| (lower, count)).collect();
+        let earlier: std::collections::BTreeMap<u64, u64> = before
+            .histogram
+            .iter()
+            .map(|(lower, _, count)| (lower, count))
+            .collect();
         for (lower, _, count) in self.histogram.iter() {
             let delta = count - earlier.get(&lower).copied().unwrap_or(0);
             histogram.add_bucket(profiler_common::bucket_index(lower), delta);
@@ -159,33 +180,68 @@ mod tests {
     use super::*;
 
     fn stats(count: u64, sum: u64, min: u64, max: u64) -> FuncStats {
-        FuncStats { count, sum_ns: sum, sum_sq_lo: sum * sum, min_ns: min, max_ns: max, ..Default::default() }
+        FuncStats {
+            count,
+            sum_ns: sum,
+            sum_sq_lo: sum * sum,
+            min_ns: min,
+            max_ns: max,
+            ..Default::default()
+        }
     }
 
     #[test]
     fn merging_ignores_idle_cpus_for_min() {
-        let idle = FuncStats { min_ns: 0, ..Default::default() };
+        let idle = FuncStats {
+            min_ns: 0,
+            ..Default::default()
+        };
         let merged = merge_stats([&stats(2, 30, 10, 20), &idle, &stats(1, 5, 5, 5)]);
-        assert_eq!((merged.count, merged.sum_ns, merged.min_ns, merged.max_ns), (3, 35, 5, 20));
+        assert_eq!(
+            (merged.count, merged.sum_ns, merged.min_ns, merged.max_ns),
+            (3, 35, 5, 20)
+        );
         assert_eq!(merge_stats([&idle]).min_ns, 0);
     }
 
     #[test]
     fn merging_carries_the_128_bit_sum_of_squares() {
-        let high = FuncStats { count: 1, sum_sq_lo: 1, sum_sq_hi: 2, ..Default::default() };
+        let high = FuncStats {
+            count: 1,
+            sum_sq_lo: 1,
+            sum_sq_hi: 2,
+            ..Default::default()
+        };
         assert_eq!(merge_stats([&high, &high]).sum_sq_ns2, (4u128 << 64) + 2);
     }
 
     #[test]
     fn interval_deltas_are_exact() {
-        let mut before = FunctionTotals { count: 1, sum_ns: 100, sum_sq_ns2: 10_000, min_ns: 100, max_ns: 100, ..Default::default() };
+        let mut before = FunctionTotals {
+            count: 1,
+            sum_ns: 100,
+            sum_sq_ns2: 10_000,
+            min_ns: 100,
+            max_ns: 100,
+            ..Default::default()
+        };
         before.histogram.record(100);
-        let mut now = FunctionTotals { count: 3, sum_ns: 2_100, sum_sq_ns2: 2_010_000, min_ns: 100, max_ns: 1_000, ..Default::default() };
+        let mut now = FunctionTotals {
+            count: 3,
+            sum_ns: 2_100,
+            sum_sq_ns2: 2_010_000,
+            min_ns: 100,
+            max_ns: 1_000,
+            ..Default::default()
+        };
         now.histogram.record(100);
         now.histogram.record(1_000);
         now.histogram.record(1_000);
         let delta = now.since(&before);
-        assert_eq!((delta.count, delta.sum_ns, delta.sum_sq_ns2), (2, 2_000, 2_000_000));
+        assert_eq!(
+            (delta.count, delta.sum_ns, delta.sum_sq_ns2),
+            (2, 2_000, 2_000_000)
+        );
         assert_eq!(delta.histogram.total(), 2);
         assert!(delta.min_ns >= 992 && delta.max_ns <= 1_000, "{delta:?}");
     }
@@ -208,18 +264,23 @@ pub struct CollectedStack {
 /// Reads the per-stack latency aggregates (`--stacks`) with their frames.
 pub fn stacks(ebpf: &Ebpf) -> anyhow::Result<Vec<CollectedStack>> {
     use anyhow::Context as _;
-    let totals: PerCpuHashMap<&MapData, StackKey, StackTotals> =
-        PerCpuHashMap::try_from(ebpf.map(names::STACK_TOTALS).context("STACK_TOTALS map missing")?)?;
+    let totals: PerCpuHashMap<&MapData, StackKey, StackTotals> = PerCpuHashMap::try_from(
+        ebpf.map(names::STACK_TOTALS)
+            .context("STACK_TOTALS map missing")?,
+    )?;
     resolve_stacks(ebpf, totals.iter())
 }
 
 /// Merges per-CPU stack aggregates and resolves their stack ids to addresses.
 pub fn resolve_stacks(
     ebpf: &Ebpf,
-    entries: impl Iterator<Item = Result<(StackKey, aya::maps::PerCpuValues<StackTotals>), aya::maps::MapError>>,
+    entries: impl Iterator<
+        Item = Result<(StackKey, aya::maps::PerCpuValues<StackTotals>), aya::maps::MapError>,
+    >,
 ) -> anyhow::Result<Vec<CollectedStack>> {
     use anyhow::Context as _;
-    let traces: StackTraceMap<&MapData> = StackTraceMap::try_from(ebpf.map(names::STACKS).context("STACKS map missing")?)?;
+    let traces: StackTraceMap<&MapData> =
+        StackTraceMap::try_from(ebpf.map(names::STACKS).context("STACKS map missing")?)?;
     let frames = |id: i32| -> Vec<u64> {
         if id < 0 {
             return Vec::new();
@@ -245,7 +306,11 @@ pub fn resolve_stacks(
             total.total_ns += value.total_ns;
             total.count += value.count;
             if total.comm.is_empty() && value.count > 0 {
-                let end = value.comm.iter().position(|&b| b == 0).unwrap_or(value.comm.len());
+                let end = value
+                    .comm
+                    .iter()
+                    .position(|&b| b == 0)
+                    .unwrap_or(value.comm.len());
                 total.comm = String::from_utf8_lossy(&value.comm[..end]).into_owned();
             }
         }

@@ -6,6 +6,7 @@ pub mod attach;
 pub mod calibrate;
 pub mod cli;
 pub mod collect;
+pub mod flame;
 pub mod list;
 pub mod model;
 pub mod record;

@@ -9,13 +9,23 @@ pub fn run(pattern: &str) -> anyhow::Result<i32> {
     let kernel = KernelFunctions::from_system().context("cannot read /proc/kallsyms")?;
     let btf = aya::Btf::from_sys_fs().ok();
     let in_btf = |name: &str| {
-        btf.as_ref()
-            .is_some_and(|b| b.id_by_type_name_kind(name, aya_obj::btf::BtfKind::Func).is_ok())
+        btf.as_ref().is_some_and(|b| {
+            b.id_by_type_name_kind(name, aya_obj::btf::BtfKind::Func)
+                .is_ok()
+        })
     };
     let symbols: Vec<String> = if is_glob(pattern) {
-        kernel.matching(pattern).into_iter().map(|s| s.name.clone()).collect()
+        kernel
+            .matching(pattern)
+            .into_iter()
+            .map(|s| s.name.clone())
+            .collect()
     } else {
-        kernel.resolve(pattern, &in_btf)?.into_iter().map(|t| t.symbol).collect()
+        kernel
+            .resolve(pattern, &in_btf)?
+            .into_iter()
+            .map(|t| t.symbol)
+            .collect()
     };
     if symbols.is_empty() {
         anyhow::bail!("no kernel function matches '{pattern}'");

@@ -11,12 +11,22 @@ fn main() {
         Err(error) => {
             // clap's own message is several lines (usage, hint); keep the one that matters.
             let text = error.to_string();
-            let first: Vec<&str> = text.lines().map(str::trim).take_while(|l| !l.is_empty()).collect();
-            eprintln!("hotprof: {} (see hotprof --help)", first.join(" ").trim_start_matches("error: "));
+            let first: Vec<&str> = text
+                .lines()
+                .map(str::trim)
+                .take_while(|l| !l.is_empty())
+                .collect();
+            eprintln!(
+                "hotprof: {} (see hotprof --help)",
+                first.join(" ").trim_start_matches("error: ")
+            );
             std::process::exit(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(error) => fail(&anyhow::Error::new(error).context("cannot start the async runtime")),
     };
@@ -35,6 +45,9 @@ fn main() {
 
 fn fail(error: &anyhow::Error) -> ! {
     // `{:#}` joins the context chain with ": " on one line.
-    eprintln!("hotprof: error: {}", format!("{error:#}").replace('\n', " "));
+    eprintln!(
+        "hotprof: error: {}",
+        format!("{error:#}").replace('\n', " ")
+    );
     std::process::exit(1)
 }

@@ -47,15 +47,17 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
     attach::check_privileges().map_err(anyhow::Error::msg)?;
     let tracefs = resolve::tracefs_root();
 
-    let probed: Vec<Probed>;
     let mut targets = Vec::new();
     let mut kernel = None;
-    if !args.functions.is_empty() {
-        let functions = kernel.insert(KernelFunctions::from_system().context("cannot read /proc/kallsyms")?);
+    let probed: Vec<Probed> = if !args.functions.is_empty() {
+        let functions =
+            kernel.insert(KernelFunctions::from_system().context("cannot read /proc/kallsyms")?);
         let btf = aya::Btf::from_sys_fs().ok();
         let in_btf = |name: &str| {
-            btf.as_ref()
-                .is_some_and(|b| b.id_by_type_name_kind(name, aya_obj::btf::BtfKind::Func).is_ok())
+            btf.as_ref().is_some_and(|b| {
+                b.id_by_type_name_kind(name, aya_obj::btf::BtfKind::Func)
+                    .is_ok()
+            })
         };
         let mut names = Vec::new();
         for requested in &args.functions {
@@ -63,24 +65,42 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
                 if let Some(note) = &target.note {
                     eprintln!("hotprof: note: {note}");
                 }
-                if !targets.iter().any(|t: &resolve::Target| t.symbol == target.symbol) {
-                    let name = if resolve::is_glob(requested) { target.symbol.clone() } else { requested.clone() };
-                    names.push(Probed { name, symbol: target.symbol.clone() });
+                if !targets
+                    .iter()
+                    .any(|t: &resolve::Target| t.symbol == target.symbol)
+                {
+                    let name = if resolve::is_glob(requested) {
+                        target.symbol.clone()
+                    } else {
+                        requested.clone()
+                    };
+                    names.push(Probed {
+                        name,
+                        symbol: target.symbol.clone(),
+                    });
                     targets.push(target);
                 }
             }
         }
-        probed = names;
+        names
     } else {
         if tracefs.is_none() {
             bail!("--syscall needs tracefs (mount -t tracefs tracefs /sys/kernel/tracing)");
         }
-        probed = args.syscalls.iter().map(|s| Probed { name: s.clone(), symbol: format!("sys_enter_{s}") }).collect();
-    }
+        args.syscalls
+            .iter()
+            .map(|s| Probed {
+                name: s.clone(),
+                symbol: format!("sys_enter_{s}"),
+            })
+            .collect()
+    };
 
     let follow = !args.command.is_empty();
     let offsets = match &tracefs {
-        Some(root) if follow || args.off_cpu => Some(TracepointOffsets::read(root).map_err(anyhow::Error::msg)?),
+        Some(root) if follow || args.off_cpu => {
+            Some(TracepointOffsets::read(root).map_err(anyhow::Error::msg)?)
+        }
         _ => None,
     };
     let config = ProbeConfig {
@@ -94,18 +114,30 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
         comm: filter.comm,
         min_latency_ns: args.min_latency.map_or(0, |d| d.as_nanos() as u64),
         off_cpu: args.off_cpu,
-        capture_stacks: if args.user_stacks { 2 } else { u8::from(args.wants_stacks()) },
+        capture_stacks: if args.user_stacks {
+            2
+        } else {
+            u8::from(args.wants_stacks())
+        },
         sampling: false,
         stack_map_size: args.stack_map_size,
         offsets,
     };
-    let mut ebpf = attach::load(&config).map_err(|e| anyhow::anyhow!("cannot load the eBPF programs: {}", attach::one_line(&e)))?;
+    let mut ebpf = attach::load(&config)
+        .map_err(|e| anyhow::anyhow!("cannot load the eBPF programs: {}", attach::one_line(&e)))?;
     let mode = if targets.is_empty() {
-        attach::attach_syscalls(&mut ebpf, &args.syscalls, tracefs.as_deref().unwrap_or(std::path::Path::new("")))?;
+        attach::attach_syscalls(
+            &mut ebpf,
+            &args.syscalls,
+            tracefs.as_deref().unwrap_or(std::path::Path::new("")),
+        )?;
         AttachedMode::Syscall
     } else {
         if args.mode == attach::Mode::Kprobe && !attach::kprobes_available() {
-            return Err(attach::AttachError::NoKprobes { release: crate::kernel_release() }.into());
+            return Err(attach::AttachError::NoKprobes {
+                release: crate::kernel_release(),
+            }
+            .into());
         }
         let (mode, notes) = attach::attach_functions(&mut ebpf, &targets, args.mode)?;
         for note in notes {
@@ -126,8 +158,16 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
         }
     };
 
-    let session = Session { probed: &probed, mode, overhead, args: &args };
-    let mut signals = Signals { int: signal(SignalKind::interrupt())?, term: signal(SignalKind::terminate())? };
+    let session = Session {
+        probed: &probed,
+        mode,
+        overhead,
+        args: &args,
+    };
+    let mut signals = Signals {
+        int: signal(SignalKind::interrupt())?,
+        term: signal(SignalKind::terminate())?,
+    };
     let started = Instant::now();
     let mut runs = Vec::new();
     let mut exit_code = 0;
@@ -161,7 +201,14 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
     recording.losses.kernel_missed = kernel_missed;
     recording.runs = runs;
     if args.interval.is_some() || args.runs > 1 {
-        println!("--- total{}", if args.runs > 1 { format!(" of {} runs", recording.runs.len()) } else { String::new() });
+        println!(
+            "--- total{}",
+            if args.runs > 1 {
+                format!(" of {} runs", recording.runs.len())
+            } else {
+                String::new()
+            }
+        );
     }
     print!("{}", report::render_recording(&recording));
     if let Some(path) = &args.json {
@@ -195,13 +242,27 @@ struct RunOutcome {
 
 /// One measurement: runs the workload (if any) to its end, or waits for the duration or a
 /// signal, printing interval reports on the way.
-async fn measure(ebpf: &mut aya::Ebpf, session: &Session<'_>, signals: &mut Signals, since: &Snapshot) -> anyhow::Result<RunOutcome> {
+async fn measure(
+    ebpf: &mut aya::Ebpf,
+    session: &Session<'_>,
+    signals: &mut Signals,
+    since: &Snapshot,
+) -> anyhow::Result<RunOutcome> {
     let args = session.args;
-    let mut workload = if args.command.is_empty() { None } else { Some(Workload::spawn(&args.command)?) };
+    let mut workload = if args.command.is_empty() {
+        None
+    } else {
+        Some(Workload::spawn(&args.command)?)
+    };
     {
-        let mut tgids: HashMap<_, u32, u8> =
-            HashMap::try_from(ebpf.map_mut(profiler_common::names::TGIDS).context("TGIDS map missing")?)?;
-        let pids = workload.as_ref().map(|w| vec![w.pid]).unwrap_or_else(|| args.filter.pids.clone());
+        let mut tgids: HashMap<_, u32, u8> = HashMap::try_from(
+            ebpf.map_mut(profiler_common::names::TGIDS)
+                .context("TGIDS map missing")?,
+        )?;
+        let pids = workload
+            .as_ref()
+            .map(|w| vec![w.pid])
+            .unwrap_or_else(|| args.filter.pids.clone());
         for pid in pids {
             tgids.insert(pid, 1, 0)?;
         }
@@ -213,7 +274,11 @@ async fn measure(ebpf: &mut aya::Ebpf, session: &Session<'_>, signals: &mut Sign
     eprintln!(
         "hotprof: {} {} attached ({} mode){}",
         session.probed.len(),
-        if session.mode == AttachedMode::Syscall { "syscall(s)" } else { "function(s)" },
+        if session.mode == AttachedMode::Syscall {
+            "syscall(s)"
+        } else {
+            "function(s)"
+        },
         session.mode.as_str(),
         match (&workload, args.duration) {
             (Some(_), _) => format!(", running: {}", args.command.join(" ")),
@@ -227,10 +292,17 @@ async fn measure(ebpf: &mut aya::Ebpf, session: &Session<'_>, signals: &mut Sign
         tokio::task::spawn_blocking(move || crate::workload::wait_pid(pid))
     });
     let deadline = args.duration.map(|d| tokio::time::Instant::now() + d);
-    let mut ticker = args.interval.map(|i| tokio::time::interval_at(tokio::time::Instant::now() + i, i));
+    let mut ticker = args
+        .interval
+        .map(|i| tokio::time::interval_at(tokio::time::Instant::now() + i, i));
     let mut previous = since.clone();
     let mut interval_index = 0u64;
-    let mut outcome = RunOutcome { exit_code: 0, elapsed: Duration::ZERO, interrupted: false, workload_metrics: Default::default() };
+    let mut outcome = RunOutcome {
+        exit_code: 0,
+        elapsed: Duration::ZERO,
+        interrupted: false,
+        workload_metrics: Default::default(),
+    };
     loop {
         tokio::select! {
             _ = signals.int.recv() => {
@@ -329,7 +401,11 @@ fn check_writable(path: &std::path::Path) -> anyhow::Result<()> {
         _ => std::path::Path::new("."),
     };
     if !dir.is_dir() {
-        bail!("--json {}: directory {} does not exist", path.display(), dir.display());
+        bail!(
+            "--json {}: directory {} does not exist",
+            path.display(),
+            dir.display()
+        );
     }
     if path.is_dir() {
         bail!("--json {}: is a directory", path.display());
@@ -357,7 +433,9 @@ fn validate_filters(filter: &FilterArgs) -> anyhow::Result<Filters> {
     }
     let comm = match &filter.comm {
         None => None,
-        Some(comm) if comm.is_empty() || comm.len() > 15 => bail!("--comm '{comm}': a command name has 1 to 15 bytes"),
+        Some(comm) if comm.is_empty() || comm.len() > 15 => {
+            bail!("--comm '{comm}': a command name has 1 to 15 bytes")
+        }
         Some(comm) => {
             let mut bytes = [0u8; 16];
             bytes[..comm.len()].copy_from_slice(comm.as_bytes());
@@ -368,7 +446,8 @@ fn validate_filters(filter: &FilterArgs) -> anyhow::Result<Filters> {
         None => None,
         Some(path) => {
             use std::os::unix::fs::MetadataExt as _;
-            let meta = std::fs::metadata(path).with_context(|| format!("--cgroup {}", path.display()))?;
+            let meta =
+                std::fs::metadata(path).with_context(|| format!("--cgroup {}", path.display()))?;
             if !meta.is_dir() {
                 bail!("--cgroup {}: not a cgroup directory", path.display());
             }

@@ -61,7 +61,11 @@ pub struct Samples {
 pub async fn run(args: &SampleArgs) -> anyhow::Result<i32> {
     let samples = collect(args).await?;
     let total: u64 = samples.stacks.iter().map(|s| s.count).sum();
-    println!("hotprof sample: {total} samples in {} distinct stacks over {}", samples.stacks.len(), crate::units::format_ns(samples.elapsed.as_nanos() as f64));
+    println!(
+        "hotprof sample: {total} samples in {} distinct stacks over {}",
+        samples.stacks.len(),
+        crate::units::format_ns(samples.elapsed.as_nanos() as f64)
+    );
     Ok(samples.exit_code)
 }
 
@@ -81,7 +85,8 @@ pub async fn collect(args: &SampleArgs) -> anyhow::Result<Samples> {
     attach::check_privileges().map_err(anyhow::Error::msg)?;
     let follow = !args.command.is_empty();
     let offsets = if follow {
-        let tracefs = crate::resolve::tracefs_root().context("following the workload's children needs tracefs")?;
+        let tracefs = crate::resolve::tracefs_root()
+            .context("following the workload's children needs tracefs")?;
         Some(TracepointOffsets::read(&tracefs).map_err(anyhow::Error::msg)?)
     } else {
         None
@@ -96,12 +101,15 @@ pub async fn collect(args: &SampleArgs) -> anyhow::Result<Samples> {
         offsets,
         ..Default::default()
     };
-    let mut ebpf = attach::load(&config).map_err(|e| anyhow::anyhow!("cannot load the eBPF programs: {}", attach::one_line(&e)))?;
+    let mut ebpf = attach::load(&config)
+        .map_err(|e| anyhow::anyhow!("cannot load the eBPF programs: {}", attach::one_line(&e)))?;
     let program: &mut PerfEvent = ebpf
         .program_mut("on_cpu_sample")
         .context("on_cpu_sample program missing")?
         .try_into()?;
-    program.load().map_err(|e| anyhow::anyhow!("cannot load the sampling program: {}", attach::one_line(&e)))?;
+    program.load().map_err(|e| {
+        anyhow::anyhow!("cannot load the sampling program: {}", attach::one_line(&e))
+    })?;
     let cpus = online_cpus();
     for &cpu in &cpus {
         program
@@ -115,9 +123,14 @@ pub async fn collect(args: &SampleArgs) -> anyhow::Result<Samples> {
     }
     attach::attach_tracking(&mut ebpf, false, follow)?;
 
-    let mut workload = if follow { Some(Workload::spawn(&args.command)?) } else { None };
+    let mut workload = if follow {
+        Some(Workload::spawn(&args.command)?)
+    } else {
+        None
+    };
     {
-        let mut tgids: HashMap<_, u32, u8> = HashMap::try_from(ebpf.map_mut(names::TGIDS).context("TGIDS map missing")?)?;
+        let mut tgids: HashMap<_, u32, u8> =
+            HashMap::try_from(ebpf.map_mut(names::TGIDS).context("TGIDS map missing")?)?;
         for pid in workload.as_ref().map(|w| w.pid).into_iter().chain(args.pid) {
             tgids.insert(pid, 1, 0)?;
         }
@@ -130,7 +143,11 @@ pub async fn collect(args: &SampleArgs) -> anyhow::Result<Samples> {
         "hotprof: sampling {} CPU(s) at {} Hz{}",
         cpus.len(),
         args.freq,
-        if follow { format!(", running: {}", args.command.join(" ")) } else { String::new() }
+        if follow {
+            format!(", running: {}", args.command.join(" "))
+        } else {
+            String::new()
+        }
     );
     let mut sigint = signal(SignalKind::interrupt())?;
     let mut sigterm = signal(SignalKind::terminate())?;
@@ -181,7 +198,9 @@ fn online_cpus() -> Vec<u32> {
         .ok()
         .map(|text| parse_cpu_list(&text))
         .filter(|cpus| !cpus.is_empty())
-        .unwrap_or_else(|| (0..std::thread::available_parallelism().map_or(1, |n| n.get() as u32)).collect())
+        .unwrap_or_else(|| {
+            (0..std::thread::available_parallelism().map_or(1, |n| n.get() as u32)).collect()
+        })
 }
 
 /// Parses a kernel CPU list such as `0-3,8,10-11`.
@@ -202,7 +221,6 @@ pub fn parse_cpu_list(text: &str) -> Vec<u32> {
     }
     cpus
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -20,7 +20,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "s" => 1e9,
         "m" | "min" => 60e9,
         "h" => 3600e9,
-        _ => return Err(format!("invalid duration '{text}': unknown unit '{unit}' (ns, us, ms, s, m, h)")),
+        _ => {
+            return Err(format!(
+                "invalid duration '{text}': unknown unit '{unit}' (ns, us, ms, s, m, h)"
+            ));
+        }
     };
     let nanos = value * nanos_per_unit;
     if !nanos.is_finite() || nanos > u64::MAX as f64 / 2.0 {
@@ -33,7 +37,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 pub fn parse_positive_duration(text: &str) -> Result<Duration, String> {
     let duration = parse_duration(text)?;
     if duration.is_zero() {
-        return Err(format!("invalid duration '{text}': must be greater than zero"));
+        return Err(format!(
+            "invalid duration '{text}': must be greater than zero"
+        ));
     }
     Ok(duration)
 }
@@ -49,7 +55,13 @@ pub fn format_ns(ns: f64) -> String {
     } else {
         (ns / 1e9, "s")
     };
-    let decimals = if value < 10.0 { 2 } else if value < 100.0 { 1 } else { 0 };
+    let decimals = if value < 10.0 {
+        2
+    } else if value < 100.0 {
+        1
+    } else {
+        0
+    };
     format!("{value:.decimals$} {unit}")
 }
 

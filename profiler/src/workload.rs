@@ -67,7 +67,13 @@ impl Workload {
         drop(error_write);
         drop(out_write);
         let stdout = std::thread::spawn(move || relay_stdout(std::fs::File::from(out_read)));
-        Ok(Self { pid: pid as u32, program, gate: Some(gate_write), exec_error: Some(error_read), stdout: Some(stdout) })
+        Ok(Self {
+            pid: pid as u32,
+            program,
+            gate: Some(gate_write),
+            exec_error: Some(error_read),
+            stdout: Some(stdout),
+        })
     }
 
     /// Lets the workload exec; fails with the reason if the exec did not happen.
@@ -84,7 +90,11 @@ impl Workload {
             let n = unsafe { libc::read(errors.as_raw_fd(), (&mut errno as *mut i32).cast(), 4) };
             if n == 4 {
                 let _ = self.wait_blocking();
-                bail!("cannot run workload '{}': {}", self.program, std::io::Error::from_raw_os_error(errno));
+                bail!(
+                    "cannot run workload '{}': {}",
+                    self.program,
+                    std::io::Error::from_raw_os_error(errno)
+                );
             }
         }
         Ok(())
@@ -140,8 +150,9 @@ pub fn check_runnable(program: &str) -> anyhow::Result<()> {
     let found = if program.contains('/') {
         executable(std::path::Path::new(program))
     } else {
-        std::env::var_os("PATH")
-            .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| executable(&dir.join(program))))
+        std::env::var_os("PATH").is_some_and(|paths| {
+            std::env::split_paths(&paths).any(|dir| executable(&dir.join(program)))
+        })
     };
     if !found {
         bail!("cannot run workload '{program}': no such executable (checked PATH)");
@@ -192,7 +203,8 @@ mod tests {
 
     #[test]
     fn parses_result_lines() {
-        let metrics = parse_metrics("syscall_lat: calls=10000 threads=1 avg_ns=123.4 list=1,2 pid=7");
+        let metrics =
+            parse_metrics("syscall_lat: calls=10000 threads=1 avg_ns=123.4 list=1,2 pid=7");
         assert_eq!(metrics.get("syscall_lat.calls"), Some(&10000.0));
         assert_eq!(metrics.get("syscall_lat.avg_ns"), Some(&123.4));
         assert_eq!(metrics.get("syscall_lat.list"), None);

@@ -19,9 +19,17 @@ fn assert_one_line_error(args: &[&str], expected: &str) {
     let stderr = String::from_utf8_lossy(&output.stderr);
     let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
     assert!(!output.status.success(), "{args:?} succeeded:\n{stderr}");
-    assert_eq!(lines.len(), 1, "{args:?} printed {} lines:\n{stderr}", lines.len());
+    assert_eq!(
+        lines.len(),
+        1,
+        "{args:?} printed {} lines:\n{stderr}",
+        lines.len()
+    );
     assert!(lines[0].starts_with("hotprof: "), "{args:?}: {stderr}");
-    assert!(lines[0].contains(expected), "{args:?}: expected '{expected}' in: {stderr}");
+    assert!(
+        lines[0].contains(expected),
+        "{args:?}: expected '{expected}' in: {stderr}"
+    );
     assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
     assert!(output.stdout.is_empty(), "{args:?} printed to stdout");
 }
@@ -31,20 +39,41 @@ fn argument_errors_need_no_privileges() {
     let cases: &[(&[&str], &str)] = &[
         (&[], "nothing to measure"),
         (&["--fn", "vfs_read", "--duration", "5"], "missing unit"),
-        (&["--fn", "vfs_read", "--duration", "0s"], "greater than zero"),
-        (&["--fn", "vfs_read", "--duration", "abc"], "invalid duration"),
+        (
+            &["--fn", "vfs_read", "--duration", "0s"],
+            "greater than zero",
+        ),
+        (
+            &["--fn", "vfs_read", "--duration", "abc"],
+            "invalid duration",
+        ),
         (&["--fn", "vfs_read", "--interval", "-1s"], "'-1'"),
-        (&["--fn", "vfs_read", "--min-latency", "10 parsecs"], "invalid duration"),
+        (
+            &["--fn", "vfs_read", "--min-latency", "10 parsecs"],
+            "invalid duration",
+        ),
         (&["--fn", "vfs_read", "--mode", "bogus"], "bogus"),
         (&["--fn", "vfs_read", "--max-tasks", "0"], "--max-tasks"),
         (&["--fn", "vfs_read", "--bogus-flag"], "--bogus-flag"),
-        (&["--fn", "vfs_read", "--syscall", "getpid"], "cannot be combined"),
+        (
+            &["--fn", "vfs_read", "--syscall", "getpid"],
+            "cannot be combined",
+        ),
         (&["--fn", "vfs_read", "-p", "0"], "--pid"),
         (&["--fn", "vfs_read", "-p", "4000000000"], "no process"),
-        (&["--fn", "vfs_read", "--comm", "a-command-name-too-long"], "1 to 15 bytes"),
+        (
+            &["--fn", "vfs_read", "--comm", "a-command-name-too-long"],
+            "1 to 15 bytes",
+        ),
         (&["--fn", "vfs_read", "--cpu", "4096"], "--cpu 4096"),
-        (&["--fn", "vfs_read", "--cgroup", "/nonexistent/cgroup"], "--cgroup"),
-        (&["--fn", "vfs_read", "--json", "/nonexistent/dir/out.json"], "does not exist"),
+        (
+            &["--fn", "vfs_read", "--cgroup", "/nonexistent/cgroup"],
+            "--cgroup",
+        ),
+        (
+            &["--fn", "vfs_read", "--json", "/nonexistent/dir/out.json"],
+            "does not exist",
+        ),
         (&["--fn", "vfs_read", "-p", "1", "--", "true"], "not both"),
         (&["list"], "PATTERN"),
     ];
@@ -60,13 +89,28 @@ fn kernel_side_errors_are_one_line() {
         return;
     }
     let cases: &[(&[&str], &str)] = &[
-        (&["--fn", "definitely_not_a_kernel_function_xyz"], "not found in /proc/kallsyms"),
+        (
+            &["--fn", "definitely_not_a_kernel_function_xyz"],
+            "not found in /proc/kallsyms",
+        ),
         (&["--fn", "vfs_reda"], "did you mean: vfs_read"),
         (&["--fn", "vfs_read.cold"], ".cold fragment"),
-        (&["--fn", "zzzz_no_such_prefix_*"], "no kernel function matches"),
-        (&["--syscall", "definitely_not_a_syscall"], "unknown syscall"),
-        (&["--syscall", "getpid", "--", "/nonexistent/workload"], "cannot run workload"),
-        (&["list", "zzzz_no_such_prefix_*"], "no kernel function matches"),
+        (
+            &["--fn", "zzzz_no_such_prefix_*"],
+            "no kernel function matches",
+        ),
+        (
+            &["--syscall", "definitely_not_a_syscall"],
+            "unknown syscall",
+        ),
+        (
+            &["--syscall", "getpid", "--", "/nonexistent/workload"],
+            "cannot run workload",
+        ),
+        (
+            &["list", "zzzz_no_such_prefix_*"],
+            "no kernel function matches",
+        ),
     ];
     for (args, expected) in cases {
         assert_one_line_error(args, expected);
@@ -82,7 +126,12 @@ fn unprivileged_users_are_told_which_capabilities() {
     }
     // Drop to nobody with no capabilities (util-linux setpriv).
     let output = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
         .arg(env!("CARGO_BIN_EXE_hotprof"))
         .args(["--fn", "vfs_read"])
         .output()
@@ -90,5 +139,8 @@ fn unprivileged_users_are_told_which_capabilities() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success());
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.contains("needs root, or CAP_BPF and CAP_PERFMON"), "{stderr}");
+    assert!(
+        stderr.contains("needs root, or CAP_BPF and CAP_PERFMON"),
+        "{stderr}"
+    );
 }

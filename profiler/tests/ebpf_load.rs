@@ -7,7 +7,12 @@ use profiler::attach::{ProbeConfig, load};
 use profiler_common::{FENTRY_SLOTS, SYSCALL_SLOTS};
 
 fn config() -> ProbeConfig {
-    ProbeConfig { functions: 4, max_tasks: 64, filter_tgids: true, ..Default::default() }
+    ProbeConfig {
+        functions: 4,
+        max_tasks: 64,
+        filter_tgids: true,
+        ..Default::default()
+    }
 }
 
 #[test]
@@ -17,7 +22,9 @@ fn every_program_passes_the_verifier() {
     let mut loaded = Vec::new();
     for name in ["kprobe_entry", "kretprobe_exit"] {
         let program: &mut KProbe = ebpf.program_mut(name).unwrap().try_into().unwrap();
-        program.load().unwrap_or_else(|e| panic!("{name} rejected: {e:?}"));
+        program
+            .load()
+            .unwrap_or_else(|e| panic!("{name} rejected: {e:?}"));
         loaded.push(name.to_string());
     }
     let mut tracepoints = vec!["sched_switch".to_string(), "sched_process_fork".to_string()];
@@ -27,7 +34,9 @@ fn every_program_passes_the_verifier() {
     }
     for name in tracepoints {
         let program: &mut TracePoint = ebpf.program_mut(&name).unwrap().try_into().unwrap();
-        program.load().unwrap_or_else(|e| panic!("{name} rejected: {e:?}"));
+        program
+            .load()
+            .unwrap_or_else(|e| panic!("{name} rejected: {e:?}"));
         loaded.push(name);
     }
     assert_eq!(loaded.len(), 4 + 2 * SYSCALL_SLOTS as usize);
@@ -47,7 +56,11 @@ fn fentry_slots_verify_or_are_refused_by_the_kernel() {
     };
     let mut ebpf = load(&config()).expect("maps of the eBPF object are created");
     for slot in [0, FENTRY_SLOTS - 1] {
-        let entry: &mut FEntry = ebpf.program_mut(&format!("fentry_{slot}")).unwrap().try_into().unwrap();
+        let entry: &mut FEntry = ebpf
+            .program_mut(&format!("fentry_{slot}"))
+            .unwrap()
+            .try_into()
+            .unwrap();
         match entry.load("__x64_sys_getpid", &btf) {
             Ok(()) => {}
             Err(e) => {
@@ -56,11 +69,18 @@ fn fentry_slots_verify_or_are_refused_by_the_kernel() {
                     !text.contains("verifier") || text.contains("tracing progs are blocked"),
                     "fentry_{slot} failed verification: {text}"
                 );
-                eprintln!("fentry refused by this kernel (expected where function tracing is blocked): {text}");
+                eprintln!(
+                    "fentry refused by this kernel (expected where function tracing is blocked): {text}"
+                );
                 return;
             }
         }
-        let exit: &mut FExit = ebpf.program_mut(&format!("fexit_{slot}")).unwrap().try_into().unwrap();
-        exit.load("__x64_sys_getpid", &btf).expect("fexit verifies where fentry did");
+        let exit: &mut FExit = ebpf
+            .program_mut(&format!("fexit_{slot}"))
+            .unwrap()
+            .try_into()
+            .unwrap();
+        exit.load("__x64_sys_getpid", &btf)
+            .expect("fexit verifies where fentry did");
     }
 }

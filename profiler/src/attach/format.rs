@@ -31,8 +31,10 @@ impl TracepointOffsets {
     pub fn read(tracefs: &Path) -> Result<Self, String> {
         let read = |event: &str, field: &str| -> Result<u32, String> {
             let path = tracefs.join("events/sched").join(event).join("format");
-            let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-            field_offset(&text, field).ok_or_else(|| format!("no field '{field}' in {}", path.display()))
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            field_offset(&text, field)
+                .ok_or_else(|| format!("no field '{field}' in {}", path.display()))
         };
         Ok(Self {
             switch_prev_pid: read("sched_switch", "prev_pid")?,

@@ -67,8 +67,29 @@ pub fn load(config: &ProbeConfig) -> Result<Ebpf, EbpfError> {
         .map_max_entries(names::HIST, functions * NUM_BUCKETS)
         .map_max_entries(names::FUNC_IPS, functions * 2)
         .map_max_entries(names::TASKS, config.max_tasks.max(1))
-        .map_max_entries(names::STACKS, if config.capture_stacks > 0 || config.sampling { config.stack_map_size.max(1) } else { 1 })
-        .map_max_entries(names::STACK_TOTALS, if config.capture_stacks > 0 { config.stack_map_size.max(1) } else { 1 })
-        .map_max_entries(names::SAMPLES, if config.sampling { config.stack_map_size.max(1) } else { 1 });
+        .map_max_entries(
+            names::STACKS,
+            if config.capture_stacks > 0 || config.sampling {
+                config.stack_map_size.max(1)
+            } else {
+                1
+            },
+        )
+        .map_max_entries(
+            names::STACK_TOTALS,
+            if config.capture_stacks > 0 {
+                config.stack_map_size.max(1)
+            } else {
+                1
+            },
+        )
+        .map_max_entries(
+            names::SAMPLES,
+            if config.sampling {
+                config.stack_map_size.max(1)
+            } else {
+                1
+            },
+        );
     loader.load(EBPF_OBJECT)
 }

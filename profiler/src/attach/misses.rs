@@ -34,7 +34,12 @@ fn program_misses(fd: BorrowedFd<'_>) -> Option<u64> {
     // SAFETY: BPF_OBJ_GET_INFO_BY_FD writes at most `info_len` bytes into `info`, which lives
     // across the call; older kernels fill fewer fields and leave the rest zero.
     let rc = unsafe {
-        libc::syscall(libc::SYS_bpf, BPF_OBJ_GET_INFO_BY_FD, &attr as *const InfoByFdAttr, std::mem::size_of::<InfoByFdAttr>())
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_OBJ_GET_INFO_BY_FD,
+            &attr as *const InfoByFdAttr,
+            std::mem::size_of::<InfoByFdAttr>(),
+        )
     };
     (rc == 0).then_some(info.recursion_misses)
 }

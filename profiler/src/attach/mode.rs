@@ -51,14 +51,19 @@ pub enum AttachError {
     NoKprobes { release: String },
     #[error("fentry cannot attach to {function}: {reason}")]
     Fentry { function: String, reason: String },
-    #[error("fentry mode handles at most {FENTRY_SLOTS} functions per run ({requested} requested): use --mode kprobe")]
+    #[error(
+        "fentry mode handles at most {FENTRY_SLOTS} functions per run ({requested} requested): use --mode kprobe"
+    )]
     TooManyForFentry { requested: usize },
     #[error("kprobe cannot attach to {function}: {reason}")]
     Kprobe { function: String, reason: String },
     #[error("at most {SYSCALL_SLOTS} syscalls per run ({requested} requested)")]
     TooManySyscalls { requested: usize },
     #[error("unknown syscall '{name}': no tracepoint syscalls/sys_enter_{name}{}", crate::resolve::did_you_mean(.suggestions))]
-    UnknownSyscall { name: String, suggestions: Vec<String> },
+    UnknownSyscall {
+        name: String,
+        suggestions: Vec<String>,
+    },
     #[error("cannot attach tracepoint {tracepoint}: {reason}")]
     Tracepoint { tracepoint: String, reason: String },
     #[error("internal: {0}")]
@@ -71,7 +76,11 @@ pub fn kprobes_available() -> bool {
 }
 
 /// Attaches the function probes. Returns the mode used and notes for the user (fallbacks).
-pub fn attach_functions(ebpf: &mut Ebpf, targets: &[Target], mode: Mode) -> Result<(AttachedMode, Vec<String>), AttachError> {
+pub fn attach_functions(
+    ebpf: &mut Ebpf,
+    targets: &[Target],
+    mode: Mode,
+) -> Result<(AttachedMode, Vec<String>), AttachError> {
     let mut notes = Vec::new();
     match mode {
         Mode::Fentry => {
@@ -96,23 +105,36 @@ pub fn attach_functions(ebpf: &mut Ebpf, targets: &[Target], mode: Mode) -> Resu
 
 fn attach_fentry(ebpf: &mut Ebpf, targets: &[Target]) -> Result<(), AttachError> {
     if targets.len() > FENTRY_SLOTS as usize {
-        return Err(AttachError::TooManyForFentry { requested: targets.len() });
+        return Err(AttachError::TooManyForFentry {
+            requested: targets.len(),
+        });
     }
-    let first = targets.first().map(|t| t.symbol.clone()).unwrap_or_default();
+    let first = targets
+        .first()
+        .map(|t| t.symbol.clone())
+        .unwrap_or_default();
     let btf = Btf::from_sys_fs().map_err(|e| AttachError::Fentry {
         function: first,
         reason: format!("no kernel BTF (/sys/kernel/btf/vmlinux): {e}"),
     })?;
     for (slot, target) in targets.iter().enumerate() {
-        let fail = |reason: String| AttachError::Fentry { function: target.symbol.clone(), reason };
+        let fail = |reason: String| AttachError::Fentry {
+            function: target.symbol.clone(),
+            reason,
+        };
         if target.traceable == Some(false) {
-            return Err(fail("not in available_filter_functions (notrace or inlined)".into()));
+            return Err(fail(
+                "not in available_filter_functions (notrace or inlined)".into(),
+            ));
         }
         let entry: &mut FEntry = program(ebpf, &format!("fentry_{slot}"))?;
-        entry.load(&target.symbol, &btf).map_err(|e| fail(one_line(&e)))?;
+        entry
+            .load(&target.symbol, &btf)
+            .map_err(|e| fail(one_line(&e)))?;
         entry.attach().map_err(|e| fail(one_line(&e)))?;
         let exit: &mut FExit = program(ebpf, &format!("fexit_{slot}"))?;
-        exit.load(&target.symbol, &btf).map_err(|e| fail(one_line(&e)))?;
+        exit.load(&target.symbol, &btf)
+            .map_err(|e| fail(one_line(&e)))?;
         exit.attach().map_err(|e| fail(one_line(&e)))?;
     }
     Ok(())
@@ -132,18 +154,22 @@ fn detach_fentry(ebpf: &mut Ebpf, slots: usize) {
 
 fn attach_kprobes(ebpf: &mut Ebpf, targets: &[Target]) -> Result<(), AttachError> {
     if !kprobes_available() {
-        return Err(AttachError::NoKprobes { release: crate::kernel_release() });
+        return Err(AttachError::NoKprobes {
+            release: crate::kernel_release(),
+        });
     }
     {
         let mut func_ips: HashMap<_, u64, u32> = HashMap::try_from(
-            ebpf.map_mut(names::FUNC_IPS).ok_or_else(|| AttachError::Internal("FUNC_IPS map missing".into()))?,
+            ebpf.map_mut(names::FUNC_IPS)
+                .ok_or_else(|| AttachError::Internal("FUNC_IPS map missing".into()))?,
         )
         .map_err(|e| AttachError::Internal(e.to_string()))?;
         for (id, target) in targets.iter().enumerate() {
             if target.address == 0 {
                 return Err(AttachError::Kprobe {
                     function: target.symbol.clone(),
-                    reason: "its address is hidden in /proc/kallsyms (kptr_restrict): run as root".into(),
+                    reason: "its address is hidden in /proc/kallsyms (kptr_restrict): run as root"
+                        .into(),
                 });
             }
             func_ips
@@ -152,35 +178,53 @@ fn attach_kprobes(ebpf: &mut Ebpf, targets: &[Target]) -> Result<(), AttachError
         }
     }
     let entry: &mut KProbe = program(ebpf, "kprobe_entry")?;
-    entry.load().map_err(|e| AttachError::Internal(format!("loading kprobe_entry: {}", one_line(&e))))?;
+    entry
+        .load()
+        .map_err(|e| AttachError::Internal(format!("loading kprobe_entry: {}", one_line(&e))))?;
     for target in targets {
-        entry.attach(&target.symbol, 0).map_err(|e| AttachError::Kprobe {
-            function: target.symbol.clone(),
-            reason: one_line(&e),
-        })?;
+        entry
+            .attach(&target.symbol, 0)
+            .map_err(|e| AttachError::Kprobe {
+                function: target.symbol.clone(),
+                reason: one_line(&e),
+            })?;
     }
     let exit: &mut KProbe = program(ebpf, "kretprobe_exit")?;
-    exit.load().map_err(|e| AttachError::Internal(format!("loading kretprobe_exit: {}", one_line(&e))))?;
+    exit.load()
+        .map_err(|e| AttachError::Internal(format!("loading kretprobe_exit: {}", one_line(&e))))?;
     for target in targets {
-        exit.attach(&target.symbol, 0).map_err(|e| AttachError::Kprobe {
-            function: target.symbol.clone(),
-            reason: one_line(&e),
-        })?;
+        exit.attach(&target.symbol, 0)
+            .map_err(|e| AttachError::Kprobe {
+                function: target.symbol.clone(),
+                reason: one_line(&e),
+            })?;
     }
     Ok(())
 }
 
 /// Attaches `syscalls/sys_enter_NAME` and `sys_exit_NAME` for each syscall.
-pub fn attach_syscalls(ebpf: &mut Ebpf, syscalls: &[String], tracefs: &Path) -> Result<(), AttachError> {
+pub fn attach_syscalls(
+    ebpf: &mut Ebpf,
+    syscalls: &[String],
+    tracefs: &Path,
+) -> Result<(), AttachError> {
     if syscalls.len() > SYSCALL_SLOTS as usize {
-        return Err(AttachError::TooManySyscalls { requested: syscalls.len() });
+        return Err(AttachError::TooManySyscalls {
+            requested: syscalls.len(),
+        });
     }
     let events = tracefs.join("events/syscalls");
     for (slot, name) in syscalls.iter().enumerate() {
         if !events.join(format!("sys_enter_{name}")).is_dir() {
-            return Err(AttachError::UnknownSyscall { name: name.clone(), suggestions: similar_syscalls(&events, name) });
+            return Err(AttachError::UnknownSyscall {
+                name: name.clone(),
+                suggestions: similar_syscalls(&events, name),
+            });
         }
-        for (side, program_name) in [("enter", format!("sys_enter_{slot}")), ("exit", format!("sys_exit_{slot}"))] {
+        for (side, program_name) in [
+            ("enter", format!("sys_enter_{slot}")),
+            ("exit", format!("sys_exit_{slot}")),
+        ] {
             let tracepoint = format!("sys_{side}_{name}");
             let fail = |e: &dyn std::error::Error| AttachError::Tracepoint {
                 tracepoint: format!("syscalls/{tracepoint}"),
@@ -199,7 +243,13 @@ fn similar_syscalls(events: &Path, name: &str) -> Vec<String> {
         return Vec::new();
     };
     let mut names: Vec<String> = entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix("sys_enter_").map(str::to_string))
+        .filter_map(|e| {
+            e.ok()?
+                .file_name()
+                .to_str()?
+                .strip_prefix("sys_enter_")
+                .map(str::to_string)
+        })
         .filter(|candidate| candidate.contains(name) || name.contains(candidate.as_str()))
         .collect();
     names.sort_by_key(|c| c.len().abs_diff(name.len()));
@@ -209,12 +259,22 @@ fn similar_syscalls(events: &Path, name: &str) -> Vec<String> {
 
 /// Attaches the scheduler tracepoints a run needs: `sched_switch` for `--off-cpu`,
 /// `sched_process_fork` to follow a traced process tree.
-pub fn attach_tracking(ebpf: &mut Ebpf, off_cpu: bool, follow_forks: bool) -> Result<(), AttachError> {
-    for (wanted, name) in [(off_cpu, "sched_switch"), (follow_forks, "sched_process_fork")] {
+pub fn attach_tracking(
+    ebpf: &mut Ebpf,
+    off_cpu: bool,
+    follow_forks: bool,
+) -> Result<(), AttachError> {
+    for (wanted, name) in [
+        (off_cpu, "sched_switch"),
+        (follow_forks, "sched_process_fork"),
+    ] {
         if !wanted {
             continue;
         }
-        let fail = |e: &dyn std::error::Error| AttachError::Tracepoint { tracepoint: format!("sched/{name}"), reason: one_line(e) };
+        let fail = |e: &dyn std::error::Error| AttachError::Tracepoint {
+            tracepoint: format!("sched/{name}"),
+            reason: one_line(e),
+        };
         let prog: &mut TracePoint = program(ebpf, name)?;
         prog.load().map_err(|e| fail(&e))?;
         prog.attach("sched", name).map_err(|e| fail(&e))?;
@@ -226,10 +286,12 @@ fn program<'a, T>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut T, AttachErr
 where
     &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
 {
-    let program = ebpf
-        .program_mut(name)
-        .ok_or_else(|| AttachError::Internal(format!("program {name} missing from the eBPF object")))?;
-    program.try_into().map_err(|e| AttachError::Internal(format!("program {name}: {e}")))
+    let program = ebpf.program_mut(name).ok_or_else(|| {
+        AttachError::Internal(format!("program {name} missing from the eBPF object"))
+    })?;
+    program
+        .try_into()
+        .map_err(|e| AttachError::Internal(format!("program {name}: {e}")))
 }
 
 /// An error and its causes on one line (aya nests the useful part, e.g. the errno).

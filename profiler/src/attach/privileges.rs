@@ -20,7 +20,10 @@ struct CapData {
 
 /// The effective capability set of this process.
 fn effective_caps() -> u64 {
-    let mut header = CapHeader { version: 0x2008_0522, pid: 0 }; // _LINUX_CAPABILITY_VERSION_3
+    let mut header = CapHeader {
+        version: 0x2008_0522,
+        pid: 0,
+    }; // _LINUX_CAPABILITY_VERSION_3
     let mut data = [CapData::default(); 2];
     // SAFETY: capget with a v3 header and room for two data structs, as the ABI requires.
     let rc = unsafe { libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) };

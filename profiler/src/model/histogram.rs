@@ -79,9 +79,17 @@ mod tests {
         for value in 1..=10_000u64 {
             histogram.record(value * 100);
         }
-        for (q, exact) in [(0.5, 500_000.0), (0.9, 900_000.0), (0.99, 990_000.0), (0.999, 999_000.0)] {
+        for (q, exact) in [
+            (0.5, 500_000.0),
+            (0.9, 900_000.0),
+            (0.99, 990_000.0),
+            (0.999, 999_000.0),
+        ] {
             let got = histogram.quantile(q, None, None).unwrap() as f64;
-            assert!((got - exact).abs() / exact < 0.016, "q{q}: {got} vs {exact}");
+            assert!(
+                (got - exact).abs() / exact < 0.016,
+                "q{q}: {got} vs {exact}"
+            );
         }
     }
 
@@ -89,7 +97,10 @@ mod tests {
     fn quantiles_clamp_to_known_extremes() {
         let mut histogram = Histogram::new();
         histogram.record(1_000_000);
-        assert_eq!(histogram.quantile(0.5, Some(1_000_000), Some(1_000_000)), Some(1_000_000));
+        assert_eq!(
+            histogram.quantile(0.5, Some(1_000_000), Some(1_000_000)),
+            Some(1_000_000)
+        );
         assert_eq!(Histogram::new().quantile(0.5, None, None), None);
     }
 

@@ -4,4 +4,7 @@ mod histogram;
 mod recording;
 
 pub use histogram::Histogram;
-pub use recording::{FunctionRecord, LoadError, Losses, Recording, RunRecord, SCHEMA_VERSION, load_recording, parse_recording};
+pub use recording::{
+    FunctionRecord, LoadError, Losses, Recording, RunRecord, SCHEMA_VERSION, load_recording,
+    parse_recording,
+};

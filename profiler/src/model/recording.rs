@@ -121,7 +121,11 @@ pub struct Losses {
 
 impl Losses {
     pub fn total_dropped(&self) -> u64 {
-        self.depth_exceeded + self.task_map_full + self.orphaned_frames + self.slot_missing + self.kernel_missed
+        self.depth_exceeded
+            + self.task_map_full
+            + self.orphaned_frames
+            + self.slot_missing
+            + self.kernel_missed
     }
 }
 
@@ -136,6 +140,10 @@ impl FunctionRecord {
     }
 
     /// Fills every derived field from the exact aggregates and the histogram.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "mirrors the in-kernel FuncStats fields one to one"
+    )]
     pub fn from_aggregates(
         name: String,
         symbol: String,
@@ -146,9 +154,21 @@ impl FunctionRecord {
         min_ns: u64,
         max_ns: u64,
     ) -> Self {
-        let mean = if count > 0 { sum_ns as f64 / count as f64 } else { 0.0 };
-        let variance = if count > 0 { (sum_sq_ns2 as f64 / count as f64 - mean * mean).max(0.0) } else { 0.0 };
-        let (min, max) = if count > 0 { (Some(min_ns), Some(max_ns)) } else { (None, None) };
+        let mean = if count > 0 {
+            sum_ns as f64 / count as f64
+        } else {
+            0.0
+        };
+        let variance = if count > 0 {
+            (sum_sq_ns2 as f64 / count as f64 - mean * mean).max(0.0)
+        } else {
+            0.0
+        };
+        let (min, max) = if count > 0 {
+            (Some(min_ns), Some(max_ns))
+        } else {
+            (None, None)
+        };
         let quantile = |q| histogram.quantile(q, min, max).unwrap_or(0);
         Self {
             name,
@@ -169,7 +189,10 @@ impl FunctionRecord {
             outer_count: count,
             outer_sum_ns: sum_ns,
             below_min_latency: 0,
-            buckets: histogram.iter().map(|(lower, upper, count)| [lower, upper, count]).collect(),
+            buckets: histogram
+                .iter()
+                .map(|(lower, upper, count)| [lower, upper, count])
+                .collect(),
         }
     }
 }
@@ -178,7 +201,10 @@ impl FunctionRecord {
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     #[error("cannot read {path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("{path} is empty")]
     Empty { path: String },
     #[error("{path} is not a hotprof recording: {reason}")]
@@ -195,10 +221,16 @@ const MAX_RECORDING_BYTES: u64 = 256 << 20;
 /// Reads and validates a recording written by `--json`.
 pub fn load_recording(path: &Path) -> Result<Recording, LoadError> {
     let shown = path.display().to_string();
-    let io = |source| LoadError::Io { path: shown.clone(), source };
+    let io = |source| LoadError::Io {
+        path: shown.clone(),
+        source,
+    };
     let size = std::fs::metadata(path).map_err(io)?.len();
     if size > MAX_RECORDING_BYTES {
-        return Err(LoadError::Corrupt { path: shown, reason: format!("{size} bytes is larger than any recording") });
+        return Err(LoadError::Corrupt {
+            path: shown,
+            reason: format!("{size} bytes is larger than any recording"),
+        });
     }
     let data = std::fs::read(path).map_err(io)?;
     parse_recording(&data, &shown)
@@ -209,21 +241,42 @@ pub fn parse_recording(data: &[u8], shown: &str) -> Result<Recording, LoadError>
     if data.iter().all(u8::is_ascii_whitespace) {
         return Err(LoadError::Empty { path: shown.into() });
     }
-    let value: serde_json::Value = serde_json::from_slice(data)
-        .map_err(|e| LoadError::Corrupt { path: shown.into(), reason: e.to_string() })?;
-    match value.get("schema_version").and_then(serde_json::Value::as_u64) {
+    let value: serde_json::Value =
+        serde_json::from_slice(data).map_err(|e| LoadError::Corrupt {
+            path: shown.into(),
+            reason: e.to_string(),
+        })?;
+    match value
+        .get("schema_version")
+        .and_then(serde_json::Value::as_u64)
+    {
         Some(v) if v == SCHEMA_VERSION as u64 => {}
-        Some(found) => return Err(LoadError::Version { path: shown.into(), found }),
-        None => return Err(LoadError::Corrupt { path: shown.into(), reason: "no schema_version field".into() }),
+        Some(found) => {
+            return Err(LoadError::Version {
+                path: shown.into(),
+                found,
+            });
+        }
+        None => {
+            return Err(LoadError::Corrupt {
+                path: shown.into(),
+                reason: "no schema_version field".into(),
+            });
+        }
     }
-    let recording: Recording = serde_json::from_value(value)
-        .map_err(|e| LoadError::Corrupt { path: shown.into(), reason: e.to_string() })?;
+    let recording: Recording = serde_json::from_value(value).map_err(|e| LoadError::Corrupt {
+        path: shown.into(),
+        reason: e.to_string(),
+    })?;
     for function in &recording.functions {
         let in_buckets: u64 = function.buckets.iter().map(|b| b[2]).sum();
         if in_buckets != function.count {
             return Err(LoadError::Inconsistent {
                 path: shown.into(),
-                reason: format!("{}: buckets hold {in_buckets} calls but count is {}", function.name, function.count),
+                reason: format!(
+                    "{}: buckets hold {in_buckets} calls but count is {}",
+                    function.name, function.count
+                ),
             });
         }
     }
@@ -247,7 +300,16 @@ mod tests {
             mode: "kprobe".into(),
             duration_ns: 1,
             command: vec![],
-            functions: vec![FunctionRecord::from_aggregates("f".into(), "f".into(), &histogram, 4, 10_600, sum_sq, 100, 10_000)],
+            functions: vec![FunctionRecord::from_aggregates(
+                "f".into(),
+                "f".into(),
+                &histogram,
+                4,
+                10_600,
+                sum_sq,
+                100,
+                10_000,
+            )],
             losses: Losses::default(),
             probe_overhead_ns: None,
             runs: vec![],
@@ -262,15 +324,25 @@ mod tests {
         assert_eq!(back, recording);
         let function = &back.functions[0];
         let histogram = function.histogram();
-        assert_eq!(histogram.quantile(0.5, Some(function.min_ns), Some(function.max_ns)), Some(function.p50_ns));
-        assert_eq!(histogram.quantile(0.99, Some(function.min_ns), Some(function.max_ns)), Some(function.p99_ns));
+        assert_eq!(
+            histogram.quantile(0.5, Some(function.min_ns), Some(function.max_ns)),
+            Some(function.p50_ns)
+        );
+        assert_eq!(
+            histogram.quantile(0.99, Some(function.min_ns), Some(function.max_ns)),
+            Some(function.p99_ns)
+        );
     }
 
     #[test]
     fn stddev_is_the_population_stddev() {
         let function = &sample().functions[0];
         let mean = 10_600.0 / 4.0;
-        let var = [100.0f64, 200.0, 300.0, 10_000.0].iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / 4.0;
+        let var = [100.0f64, 200.0, 300.0, 10_000.0]
+            .iter()
+            .map(|v| (v - mean) * (v - mean))
+            .sum::<f64>()
+            / 4.0;
         assert!((function.stddev_ns - var.sqrt()).abs() < 1e-6);
     }
 

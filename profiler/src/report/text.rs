@@ -14,7 +14,11 @@ pub fn render_recording(recording: &Recording) -> String {
         out,
         "hotprof: {} function{}, {} mode, kernel {}, {}",
         recording.functions.len(),
-        if recording.functions.len() == 1 { "" } else { "s" },
+        if recording.functions.len() == 1 {
+            ""
+        } else {
+            "s"
+        },
         recording.mode,
         recording.kernel,
         format_ns(recording.duration_ns as f64),
@@ -26,7 +30,11 @@ pub fn render_recording(recording: &Recording) -> String {
     out.push('\n');
     out.push_str(&render_losses(&recording.losses));
     if let Some(overhead) = recording.probe_overhead_ns {
-        let _ = writeln!(out, "probe overhead: ~{} added per probed call (entry + return; calibrated on getpid)", format_ns(overhead));
+        let _ = writeln!(
+            out,
+            "probe overhead: ~{} added per probed call (entry + return; calibrated on getpid)",
+            format_ns(overhead)
+        );
     }
     out
 }
@@ -34,7 +42,11 @@ pub fn render_recording(recording: &Recording) -> String {
 /// One function's block.
 pub fn render_function(f: &FunctionRecord) -> String {
     let mut out = String::new();
-    let title = if f.name == f.symbol { f.name.clone() } else { format!("{} ({})", f.name, f.symbol) };
+    let title = if f.name == f.symbol {
+        f.name.clone()
+    } else {
+        format!("{} ({})", f.name, f.symbol)
+    };
     let _ = writeln!(out, "{title}");
     if f.count == 0 {
         let _ = writeln!(out, "  no calls recorded");
@@ -63,7 +75,11 @@ pub fn render_function(f: &FunctionRecord) -> String {
         format_ns(f.max_ns as f64),
     );
     if let Some(on_cpu) = f.on_cpu_sum_ns {
-        let share = if f.sum_ns > 0 { 100.0 * on_cpu as f64 / f.sum_ns as f64 } else { 0.0 };
+        let share = if f.sum_ns > 0 {
+            100.0 * on_cpu as f64 / f.sum_ns as f64
+        } else {
+            0.0
+        };
         let _ = writeln!(
             out,
             "  on-CPU avg {} of wall avg {} ({share:.1}% on CPU, the rest switched out)",
@@ -80,10 +96,18 @@ pub fn render_function(f: &FunctionRecord) -> String {
             format_ns(f.self_sum_ns as f64),
         );
     } else if f.self_sum_ns != f.sum_ns {
-        let _ = writeln!(out, "  self time {} (excludes probed frames inside)", format_ns(f.self_sum_ns as f64));
+        let _ = writeln!(
+            out,
+            "  self time {} (excludes probed frames inside)",
+            format_ns(f.self_sum_ns as f64)
+        );
     }
     if f.below_min_latency > 0 {
-        let _ = writeln!(out, "  {} faster calls ignored (--min-latency)", f.below_min_latency);
+        let _ = writeln!(
+            out,
+            "  {} faster calls ignored (--min-latency)",
+            f.below_min_latency
+        );
     }
     out.push_str(&render_histogram(f));
     out
@@ -94,7 +118,11 @@ pub fn render_function(f: &FunctionRecord) -> String {
 fn render_histogram(f: &FunctionRecord) -> String {
     let mut rows: Vec<(u64, u64)> = Vec::new(); // (power-of-two lower bound, count)
     for &[lower, _, count] in &f.buckets {
-        let row = if lower == 0 { 0 } else { 1u64 << (63 - lower.leading_zeros()) };
+        let row = if lower == 0 {
+            0
+        } else {
+            1u64 << (63 - lower.leading_zeros())
+        };
         match rows.last_mut() {
             Some((last, total)) if *last == row => *total += count,
             _ => rows.push((row, count)),
@@ -115,7 +143,11 @@ fn render_histogram(f: &FunctionRecord) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "  {:>21}  {:>10}  distribution", "range", "calls");
     for (lower, count) in filled {
-        let upper = if lower == 0 { 0 } else { lower.saturating_mul(2) - 1 };
+        let upper = if lower == 0 {
+            0
+        } else {
+            lower.saturating_mul(2) - 1
+        };
         let stars = ((count as f64 / peak as f64) * BAR_WIDTH as f64).ceil() as usize;
         let _ = writeln!(
             out,
@@ -132,17 +164,42 @@ fn render_histogram(f: &FunctionRecord) -> String {
 /// The losses line(s): always printed, so "nothing lost" is a statement, not an omission.
 pub fn render_losses(losses: &Losses) -> String {
     let items = [
-        (losses.kernel_missed, "missed by the kernel (kretprobe maxactive / BPF recursion)"),
+        (
+            losses.kernel_missed,
+            "missed by the kernel (kretprobe maxactive / BPF recursion)",
+        ),
         (losses.orphaned_frames, "calls whose return was never seen"),
-        (losses.depth_exceeded, "calls nested deeper than 16 probed frames"),
-        (losses.task_map_full, "calls dropped: per-task map full (raise --max-tasks)"),
+        (
+            losses.depth_exceeded,
+            "calls nested deeper than 16 probed frames",
+        ),
+        (
+            losses.task_map_full,
+            "calls dropped: per-task map full (raise --max-tasks)",
+        ),
         (losses.slot_missing, "internal map lookups failed"),
-        (losses.stacks_lost, "stacks not stored (raise --stack-map-size)"),
-        (losses.stack_totals_full, "calls missing from the per-stack totals (raise --stack-map-size)"),
-        (losses.unmatched_returns, "returns of calls already in flight at attach (not timed)"),
-        (losses.open_at_stop, "calls still in flight at stop (not timed)"),
+        (
+            losses.stacks_lost,
+            "stacks not stored (raise --stack-map-size)",
+        ),
+        (
+            losses.stack_totals_full,
+            "calls missing from the per-stack totals (raise --stack-map-size)",
+        ),
+        (
+            losses.unmatched_returns,
+            "returns of calls already in flight at attach (not timed)",
+        ),
+        (
+            losses.open_at_stop,
+            "calls still in flight at stop (not timed)",
+        ),
     ];
-    let present: Vec<String> = items.iter().filter(|(n, _)| *n > 0).map(|(n, what)| format!("{n} {what}")).collect();
+    let present: Vec<String> = items
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect();
     if present.is_empty() {
         "losses: none\n".into()
     } else {
@@ -161,8 +218,20 @@ mod tests {
             histogram.record(v);
         }
         let sum: u64 = 2_005_460;
-        let sum_sq: u128 = [100u128, 110, 120, 130, 5_000, 2_000_000].iter().map(|v| v * v).sum();
-        FunctionRecord::from_aggregates("f".into(), "f.isra.0".into(), &histogram, 6, sum, sum_sq, 100, 2_000_000)
+        let sum_sq: u128 = [100u128, 110, 120, 130, 5_000, 2_000_000]
+            .iter()
+            .map(|v| v * v)
+            .sum();
+        FunctionRecord::from_aggregates(
+            "f".into(),
+            "f.isra.0".into(),
+            &histogram,
+            6,
+            sum,
+            sum_sq,
+            100,
+            2_000_000,
+        )
     }
 
     #[test]
@@ -172,13 +241,20 @@ mod tests {
         assert!(text.contains("calls 6"), "{text}");
         assert!(text.contains("p50 "), "{text}");
         assert!(text.contains("1.05 ms .. "), "{text}");
-        assert!(text.contains("|****************************************|"), "{text}");
+        assert!(
+            text.contains("|****************************************|"),
+            "{text}"
+        );
     }
 
     #[test]
     fn losses_are_always_stated() {
         assert_eq!(render_losses(&Losses::default()), "losses: none\n");
-        let losses = Losses { orphaned_frames: 2, open_at_stop: 1, ..Default::default() };
+        let losses = Losses {
+            orphaned_frames: 2,
+            open_at_stop: 1,
+            ..Default::default()
+        };
         let text = render_losses(&losses);
         assert!(text.contains("2 calls whose return was never seen"));
         assert!(text.contains("1 calls still in flight"));

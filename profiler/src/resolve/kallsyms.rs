@@ -41,7 +41,12 @@ fn parse_line(line: &str) -> Option<KernelSymbol> {
         .next()
         .and_then(|m| m.strip_prefix('[')?.strip_suffix(']'))
         .map(str::to_string);
-    Some(KernelSymbol { address, kind, name, module })
+    Some(KernelSymbol {
+        address,
+        kind,
+        name,
+        module,
+    })
 }
 
 #[cfg(test)]

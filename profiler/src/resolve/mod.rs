@@ -15,14 +15,24 @@ pub use tracefs::{parse_blacklist, parse_filter_functions, tracefs_root};
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ResolveError {
     #[error("function '{name}' not found in /proc/kallsyms{}", did_you_mean(.suggestions))]
-    NotFound { name: String, suggestions: Vec<String> },
+    NotFound {
+        name: String,
+        suggestions: Vec<String>,
+    },
     #[error("function '{name}' is inlined into its callers (it is in BTF but has no symbol): probe a caller instead{}", did_you_mean(.suggestions))]
-    Inlined { name: String, suggestions: Vec<String> },
-    #[error("'{name}' is a .cold fragment split out by GCC, not a function entry: probe '{parent}' instead")]
+    Inlined {
+        name: String,
+        suggestions: Vec<String>,
+    },
+    #[error(
+        "'{name}' is a .cold fragment split out by GCC, not a function entry: probe '{parent}' instead"
+    )]
     ColdFragment { name: String, parent: String },
     #[error("'{name}' is a data symbol (type '{kind}'), not a function")]
     NotAFunction { name: String, kind: char },
-    #[error("function '{name}' is on the kernel's kprobe blacklist (NOKPROBE_SYMBOL): it cannot be probed")]
+    #[error(
+        "function '{name}' is on the kernel's kprobe blacklist (NOKPROBE_SYMBOL): it cannot be probed"
+    )]
     Blacklisted { name: String },
     #[error("no kernel function matches '{pattern}'")]
     NoMatch { pattern: String },
@@ -92,7 +102,11 @@ impl KernelFunctions {
             .as_ref()
             .and_then(|root| std::fs::read(root.join("available_filter_functions")).ok());
         let blacklist = std::fs::read("/sys/kernel/debug/kprobes/blacklist").ok();
-        Ok(Self::new(&kallsyms, filter.as_deref(), blacklist.as_deref()))
+        Ok(Self::new(
+            &kallsyms,
+            filter.as_deref(),
+            blacklist.as_deref(),
+        ))
     }
 
     /// Whether kallsyms shows real addresses (root, or kptr_restrict off).
@@ -110,20 +124,35 @@ impl KernelFunctions {
 
     /// Resolves one `--fn` argument (a name or a glob) to targets. `in_btf` tells whether BTF
     /// knows a function, to tell "inlined" from "misspelled".
-    pub fn resolve(&self, requested: &str, in_btf: &dyn Fn(&str) -> bool) -> Result<Vec<Target>, ResolveError> {
+    pub fn resolve(
+        &self,
+        requested: &str,
+        in_btf: &dyn Fn(&str) -> bool,
+    ) -> Result<Vec<Target>, ResolveError> {
         if is_glob(requested) {
             return self.resolve_glob(requested);
         }
-        if let Some(parent) = requested.strip_suffix(".cold").or_else(|| cold_parent(requested)) {
-            return Err(ResolveError::ColdFragment { name: requested.into(), parent: parent.into() });
+        if let Some(parent) = requested
+            .strip_suffix(".cold")
+            .or_else(|| cold_parent(requested))
+        {
+            return Err(ResolveError::ColdFragment {
+                name: requested.into(),
+                parent: parent.into(),
+            });
         }
         if let Some(&index) = self.by_name.get(requested) {
             let symbol = &self.symbols[index];
             if !symbol.is_function() {
-                return Err(ResolveError::NotAFunction { name: requested.into(), kind: symbol.kind });
+                return Err(ResolveError::NotAFunction {
+                    name: requested.into(),
+                    kind: symbol.kind,
+                });
             }
             if self.is_blacklisted(requested) {
-                return Err(ResolveError::Blacklisted { name: requested.into() });
+                return Err(ResolveError::Blacklisted {
+                    name: requested.into(),
+                });
             }
             return Ok(vec![self.target(symbol, None)]);
         }
@@ -137,16 +166,25 @@ impl KernelFunctions {
             return Ok(clones
                 .into_iter()
                 .map(|s| {
-                    let note = format!("'{requested}' exists only as the GCC clone '{}'; probing the clone", s.name);
+                    let note = format!(
+                        "'{requested}' exists only as the GCC clone '{}'; probing the clone",
+                        s.name
+                    );
                     self.target(s, Some(note))
                 })
                 .collect());
         }
         let suggestions = self.suggestions(requested);
         if in_btf(requested) {
-            Err(ResolveError::Inlined { name: requested.into(), suggestions })
+            Err(ResolveError::Inlined {
+                name: requested.into(),
+                suggestions,
+            })
         } else {
-            Err(ResolveError::NotFound { name: requested.into(), suggestions })
+            Err(ResolveError::NotFound {
+                name: requested.into(),
+                suggestions,
+            })
         }
     }
 
@@ -165,7 +203,9 @@ impl KernelFunctions {
             .map(|s| self.target(s, None))
             .collect();
         if targets.is_empty() {
-            return Err(ResolveError::NoMatch { pattern: pattern.into() });
+            return Err(ResolveError::NoMatch {
+                pattern: pattern.into(),
+            });
         }
         Ok(targets)
     }
@@ -194,9 +234,15 @@ impl KernelFunctions {
         let mut scored: Vec<(usize, &str)> = self
             .by_name
             .keys()
-            .filter(|candidate| self.by_name.get(*candidate).is_some_and(|&i| self.symbols[i].is_function()))
+            .filter(|candidate| {
+                self.by_name
+                    .get(*candidate)
+                    .is_some_and(|&i| self.symbols[i].is_function())
+            })
             .filter_map(|candidate| {
-                let distance = if candidate.contains(name) || name.contains(candidate.as_str()) && candidate.len() > 3 {
+                let distance = if candidate.contains(name)
+                    || name.contains(candidate.as_str()) && candidate.len() > 3
+                {
                     candidate.len().abs_diff(name.len()).min(3)
                 } else if candidate.len().abs_diff(name.len()) > 4 {
                     return None;
@@ -207,7 +253,11 @@ impl KernelFunctions {
             })
             .collect();
         scored.sort();
-        scored.into_iter().take(3).map(|(_, s)| s.to_string()).collect()
+        scored
+            .into_iter()
+            .take(3)
+            .map(|(_, s)| s.to_string())
+            .collect()
     }
 }
 
@@ -287,28 +337,45 @@ ffffffff810000b0 t nmi_handle\n";
     #[test]
     fn refuses_cold_fragments_naming_the_parent() {
         let error = kernel().resolve("do_thing.cold", &no_btf).unwrap_err();
-        assert_eq!(error, ResolveError::ColdFragment { name: "do_thing.cold".into(), parent: "do_thing".into() });
+        assert_eq!(
+            error,
+            ResolveError::ColdFragment {
+                name: "do_thing.cold".into(),
+                parent: "do_thing".into()
+            }
+        );
     }
 
     #[test]
     fn unknown_names_get_close_suggestions() {
         let error = kernel().resolve("__audit_filter_ops", &no_btf).unwrap_err();
         let message = error.to_string();
-        assert!(message.starts_with("function '__audit_filter_ops' not found"), "{message}");
+        assert!(
+            message.starts_with("function '__audit_filter_ops' not found"),
+            "{message}"
+        );
         assert!(message.contains("__audit_filter_op"), "{message}");
         assert!(!message.contains('\n'));
     }
 
     #[test]
     fn inlined_functions_are_told_apart_from_typos() {
-        let error = kernel().resolve("audit_filter_inlined", &|n| n == "audit_filter_inlined").unwrap_err();
+        let error = kernel()
+            .resolve("audit_filter_inlined", &|n| n == "audit_filter_inlined")
+            .unwrap_err();
         assert!(matches!(error, ResolveError::Inlined { .. }));
     }
 
     #[test]
     fn data_symbols_and_blacklisted_functions_are_refused() {
-        assert!(matches!(kernel().resolve("audit_filter_list", &no_btf), Err(ResolveError::NotAFunction { .. })));
-        assert!(matches!(kernel().resolve("nmi_handle", &no_btf), Err(ResolveError::Blacklisted { .. })));
+        assert!(matches!(
+            kernel().resolve("audit_filter_list", &no_btf),
+            Err(ResolveError::NotAFunction { .. })
+        ));
+        assert!(matches!(
+            kernel().resolve("nmi_handle", &no_btf),
+            Err(ResolveError::Blacklisted { .. })
+        ));
     }
 
     #[test]
@@ -322,17 +389,35 @@ ffffffff810000b0 t nmi_handle\n";
         // copy_page_from_iter_atomic is not in the ftrace list of the fixture.
         assert_eq!(names, ["copy_page_to_iter"]);
         let without_tracefs = KernelFunctions::new(KALLSYMS, None, Some(BLACKLIST));
-        let names: Vec<String> =
-            without_tracefs.resolve("copy_*_iter*", &no_btf).unwrap().into_iter().map(|t| t.symbol).collect();
+        let names: Vec<String> = without_tracefs
+            .resolve("copy_*_iter*", &no_btf)
+            .unwrap()
+            .into_iter()
+            .map(|t| t.symbol)
+            .collect();
         assert_eq!(names, ["copy_page_from_iter_atomic", "copy_page_to_iter"]);
-        assert!(kernel().resolve("do_thing*", &no_btf).unwrap().iter().all(|t| t.symbol == "do_thing"));
-        assert_eq!(kernel().resolve("nmi_*", &no_btf), Err(ResolveError::NoMatch { pattern: "nmi_*".into() }));
+        assert!(
+            kernel()
+                .resolve("do_thing*", &no_btf)
+                .unwrap()
+                .iter()
+                .all(|t| t.symbol == "do_thing")
+        );
+        assert_eq!(
+            kernel().resolve("nmi_*", &no_btf),
+            Err(ResolveError::NoMatch {
+                pattern: "nmi_*".into()
+            })
+        );
     }
 
     #[test]
     fn traceability_is_unknown_without_tracefs() {
         let kernel = KernelFunctions::new(KALLSYMS, None, None);
-        assert_eq!(kernel.resolve("_copy_to_user", &no_btf).unwrap()[0].traceable, None);
+        assert_eq!(
+            kernel.resolve("_copy_to_user", &no_btf).unwrap()[0].traceable,
+            None
+        );
     }
 
     #[test]

@@ -16,7 +16,13 @@ pub fn tracefs_root() -> Option<PathBuf> {
     let target = c"/sys/kernel/tracing";
     // SAFETY: plain mount(2) with valid NUL-terminated strings; failure is handled.
     let mounted = unsafe {
-        libc::mount(source.as_ptr(), target.as_ptr(), source.as_ptr(), 0, std::ptr::null())
+        libc::mount(
+            source.as_ptr(),
+            target.as_ptr(),
+            source.as_ptr(),
+            0,
+            std::ptr::null(),
+        )
     } == 0;
     (mounted && root.join("events").is_dir()).then_some(root)
 }

@@ -1,0 +1,619 @@
+//! Aggregated stacks → Brendan Gregg's folded format (`frame;frame;frame WEIGHT`), and back.
+//!
+//! # Convention
+//!
+//! A folded line is, root first (the order inferno and `flamegraph.pl` expect):
+//!
+//! ```text
+//! comm;user_root;…;user_leaf;kernel_root_[k];…;kernel_leaf_[k] WEIGHT
+//! ```
+//!
+//! Kernel frames carry perf's `_[k]` suffix (what `stackcollapse-perf.pl --kernel` and
+//! `inferno-collapse-perf --kernel` emit). Why: the same name can be a user and a kernel
+//! function (`memcpy`), and the suffix keeps them apart when stacks merge; inferno's
+//! `perl`/`java`/`js` palettes paint `_[k]` frames orange, and inferno strips the suffix from
+//! labels and tooltips, so the SVG still reads `vfs_read`; and a name ending in `]` can never
+//! be mistaken for a sample count. User frames and the `comm` root frame carry no suffix.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::io::{self, Write};
+
+/// One aggregated stack as the eBPF side reports it: per distinct (kernel stack id, user stack
+/// id, pid), the summed latency and the number of calls (or, for `hotprof sample`, samples).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StackRecord {
+    /// Kernel return addresses, leaf first, as `bpf_get_stackid` stores them. A 0 ends the
+    /// stack (the unused tail of a `STACK_TRACE` map value).
+    pub kernel: Vec<u64>,
+    /// User return addresses, leaf first (`BPF_F_USER_STACK`); empty when not captured.
+    pub user: Vec<u64>,
+    /// Task name (`bpf_get_current_comm`), the root frame.
+    pub comm: String,
+    /// Process id (tgid, not a thread id): user addresses are symbolized in its address space.
+    pub pid: u32,
+    /// Summed latency of the calls with this stack, in nanoseconds.
+    pub total_ns: u64,
+    /// Number of calls (or samples) with this stack.
+    pub count: u64,
+}
+
+/// What a folded line's weight — and so a frame's width — measures.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Weight {
+    /// Summed latency in ns: wide frames are where the time went.
+    #[default]
+    LatencyNs,
+    /// Number of calls (or samples, for on-CPU sampling).
+    Count,
+}
+
+impl Weight {
+    /// The unit inferno prints in tooltips: `ns` or `calls`.
+    pub fn count_name(self) -> &'static str {
+        match self {
+            Weight::LatencyNs => "ns",
+            Weight::Count => "calls",
+        }
+    }
+
+    fn of(self, record: &StackRecord) -> u64 {
+        match self {
+            Weight::LatencyNs => record.total_ns,
+            Weight::Count => record.count,
+        }
+    }
+}
+
+/// Names the frames of a stack. [`fold`] takes it as a trait so it stays pure: the real
+/// implementation is [`super::Symbols`] (kallsyms + blazesym), tests pass a table.
+pub trait FrameNames {
+    /// The name of one kernel address (`vfs_read`, `ext4_file_read_iter [ext4]`, `0xffff…`).
+    fn kernel_frame(&self, address: u64) -> String;
+    /// One name per user address of `pid`, in the same order; never fails (`[unknown]`).
+    fn user_frames(&self, pid: u32, addresses: &[u64]) -> Vec<String>;
+}
+
+/// The kernel-frame suffix of the folded convention (see the module docs).
+pub const KERNEL_SUFFIX: &str = "_[k]";
+
+/// Folds records into `(stack, weight)` lines, root first (see the module docs for the
+/// convention), merging identical stacks and summing their weights (saturating: a u64 of ns is
+/// 584 years). Stacks of weight 0 are dropped: they would draw nothing. The result is sorted by
+/// stack, so the output is deterministic whatever order the BPF maps were read in.
+pub fn fold(records: &[StackRecord], weight: Weight, names: &dyn FrameNames) -> Vec<(String, u64)> {
+    let records: Vec<&StackRecord> = records
+        .iter()
+        .filter(|record| weight.of(record) > 0)
+        .collect();
+    let user_names = user_names(&records, names);
+    let mut merged: BTreeMap<String, u64> = BTreeMap::new();
+    for record in records {
+        let kernel = until_zero(&record.kernel);
+        let user = until_zero(&record.user);
+
+        let mut stack = sanitize_frame(&record.comm);
+        // User frames root first, then the kernel ones: the kernel was entered from user space.
+        for address in user.iter().rev() {
+            stack.push(';');
+            stack.push_str(&user_names[&(record.pid, *address)]);
+        }
+        for &address in kernel.iter().rev() {
+            stack.push(';');
+            stack.push_str(&sanitize_frame(&names.kernel_frame(address)));
+            stack.push_str(KERNEL_SUFFIX);
+        }
+        let total = merged.entry(stack).or_insert(0);
+        *total = total.saturating_add(weight.of(record));
+    }
+    merged.into_iter().collect()
+}
+
+/// Sanitized names of every user address, asked for once per pid with all of that pid's
+/// distinct addresses: one pass over a process's maps instead of one per stack.
+fn user_names(records: &[&StackRecord], names: &dyn FrameNames) -> HashMap<(u32, u64), String> {
+    let mut by_pid: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+    for record in records {
+        by_pid
+            .entry(record.pid)
+            .or_default()
+            .extend_from_slice(until_zero(&record.user));
+    }
+    let mut out = HashMap::new();
+    for (pid, mut addresses) in by_pid {
+        addresses.sort_unstable();
+        addresses.dedup();
+        if addresses.is_empty() {
+            continue;
+        }
+        let frames = names.user_frames(pid, &addresses);
+        for (index, address) in addresses.into_iter().enumerate() {
+            let frame = frames.get(index).map_or(UNKNOWN_FRAME, String::as_str);
+            out.insert((pid, address), sanitize_frame(frame));
+        }
+    }
+    out
+}
+
+const UNKNOWN_FRAME: &str = "[unknown]";
+
+/// Merges lines with the same stack (summing, saturating), drops weight-0 lines and sorts by
+/// stack: the canonical form [`fold`] produces, for input read back with [`parse_folded`].
+pub fn merge_folded(folded: &[(String, u64)]) -> Vec<(String, u64)> {
+    let mut merged: BTreeMap<&str, u64> = BTreeMap::new();
+    for (stack, weight) in folded.iter().filter(|(_, weight)| *weight > 0) {
+        let total = merged.entry(stack.as_str()).or_insert(0);
+        *total = total.saturating_add(*weight);
+    }
+    merged
+        .into_iter()
+        .map(|(stack, weight)| (stack.to_string(), weight))
+        .collect()
+}
+
+/// The frames of a stack array up to its first 0 (unused map slots are zeroed).
+fn until_zero(frames: &[u64]) -> &[u64] {
+    let end = frames
+        .iter()
+        .position(|&address| address == 0)
+        .unwrap_or(frames.len());
+    &frames[..end]
+}
+
+/// Makes a name safe as one folded frame: `;` (the frame separator) becomes `:`, control
+/// characters and other whitespace become spaces, runs of spaces collapse, and the ends are
+/// trimmed (inferno trims lines). A name whose last word is a number (`worker 2`) gets that
+/// space replaced by `_`, since inferno would read `… 2 100` as a two-column differential
+/// line. An empty name becomes `[unknown]`.
+pub fn sanitize_frame(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        let c = match c {
+            ';' => ':',
+            c if c.is_whitespace() || c.is_control() => ' ',
+            c => c,
+        };
+        if c == ' ' && (out.is_empty() || out.ends_with(' ')) {
+            continue;
+        }
+        out.push(c);
+    }
+    while out.ends_with(' ') {
+        out.pop();
+    }
+    if out.is_empty() {
+        return UNKNOWN_FRAME.to_string();
+    }
+    if let Some((head, last)) = out.rsplit_once(' ')
+        && is_count(last)
+    {
+        out = format!("{head}_{last}");
+    }
+    out
+}
+
+/// Whether inferno would read this word as a sample count (`12`, `12.5`).
+fn is_count(word: &str) -> bool {
+    !word.is_empty()
+        && word.bytes().any(|b| b.is_ascii_digit())
+        && word.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+        && word.bytes().filter(|&b| b == b'.').count() <= 1
+}
+
+/// Why a folded line was refused; its `Display` is one line naming the line number.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("folded input line {line}: {reason}")]
+pub struct FoldedError {
+    /// 1-based line number.
+    pub line: usize,
+    pub reason: FoldedReason,
+}
+
+/// What is wrong with a folded line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FoldedReason {
+    NotUtf8,
+    /// No space-separated weight after the stack.
+    MissingWeight,
+    /// The weight is not a whole non-negative number (the offending text, shortened).
+    BadWeight(String),
+    /// The weight does not fit in a u64.
+    WeightTooLarge,
+    EmptyStack,
+    /// `a;;b`, or a stack starting or ending with `;`.
+    EmptyFrame,
+    /// The stack ends in ` <number>`: inferno would take it for a second weight column.
+    AmbiguousNumber,
+    /// A control character other than a tab (a stray `\r`, an escape sequence…).
+    ControlCharacter,
+}
+
+impl fmt::Display for FoldedReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotUtf8 => f.write_str("not valid UTF-8"),
+            Self::MissingWeight => f.write_str("no weight: expected 'frame;frame;... WEIGHT'"),
+            Self::BadWeight(text) => {
+                write!(f, "weight '{text}' is not a whole non-negative number")
+            }
+            Self::WeightTooLarge => f.write_str("weight does not fit in 64 bits"),
+            Self::EmptyStack => f.write_str("empty stack before the weight"),
+            Self::EmptyFrame => {
+                f.write_str("empty frame name (';;', or ';' at an end of the stack)")
+            }
+            Self::AmbiguousNumber => f.write_str(
+                "stack ends in a space and a number, which reads as a second weight column",
+            ),
+            Self::ControlCharacter => f.write_str("control character in the stack"),
+        }
+    }
+}
+
+/// Parses folded stacks (`frame;frame;frame WEIGHT` per line, weight after the last space), as
+/// written by [`write_folded`], `stackcollapse-*.pl` or `inferno-collapse-*`. Blank lines are
+/// skipped; surrounding whitespace and `\r\n` endings are tolerated. Lines are returned in input
+/// order, unmerged (see [`merge_folded`]). Anything else is an error naming the first bad line,
+/// because a silently skipped line would make the flame graph's total disagree with the
+/// recording's.
+pub fn parse_folded(data: &[u8]) -> Result<Vec<(String, u64)>, FoldedError> {
+    let mut out = Vec::new();
+    for (index, raw) in data.split(|&b| b == b'\n').enumerate() {
+        let line = index + 1;
+        let error = |reason| FoldedError { line, reason };
+        let text = std::str::from_utf8(raw)
+            .map_err(|_| error(FoldedReason::NotUtf8))?
+            .trim();
+        if text.is_empty() {
+            continue;
+        }
+        let (stack, weight) = text
+            .rsplit_once(' ')
+            .ok_or(error(FoldedReason::MissingWeight))?;
+        let weight = parse_weight(weight).map_err(error)?;
+        let stack = stack.trim_end();
+        check_stack(stack).map_err(error)?;
+        out.push((stack.to_string(), weight));
+    }
+    Ok(out)
+}
+
+fn parse_weight(text: &str) -> Result<u64, FoldedReason> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(FoldedReason::BadWeight(shorten(text)));
+    }
+    text.parse().map_err(|_| FoldedReason::WeightTooLarge)
+}
+
+/// Checks that `stack` is one that inferno reads back as exactly this stack.
+pub(crate) fn check_stack(stack: &str) -> Result<(), FoldedReason> {
+    if stack.is_empty() {
+        return Err(FoldedReason::EmptyStack);
+    }
+    if stack.split(';').any(|frame| frame.trim().is_empty()) {
+        return Err(FoldedReason::EmptyFrame);
+    }
+    if stack.chars().any(|c| c.is_control() && c != '\t') {
+        return Err(FoldedReason::ControlCharacter);
+    }
+    if stack
+        .rsplit_once(' ')
+        .is_some_and(|(_, last)| is_count(last))
+    {
+        return Err(FoldedReason::AmbiguousNumber);
+    }
+    Ok(())
+}
+
+/// At most 40 characters, control characters escaped, so an error stays one short line.
+fn shorten(text: &str) -> String {
+    let mut short: String = text
+        .chars()
+        .take(40)
+        .collect::<String>()
+        .escape_debug()
+        .collect();
+    if text.chars().count() > 40 {
+        short.push('…');
+    }
+    short
+}
+
+/// Writes `stack weight` lines, one per entry, in the given order.
+pub fn write_folded<W: Write>(folded: &[(String, u64)], mut writer: W) -> io::Result<()> {
+    for (stack, weight) in folded {
+        writeln!(writer, "{stack} {weight}")?;
+    }
+    writer.flush()
+}
+
+/// Sum of the weights, `None` on u64 overflow.
+pub fn total_weight(folded: &[(String, u64)]) -> Option<u64> {
+    folded
+        .iter()
+        .try_fold(0u64, |total, (_, weight)| total.checked_add(*weight))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    /// Names kernel addresses `k<hex>` and user addresses `u<hex>`, unless listed.
+    struct Table(HashMap<u64, &'static str>);
+
+    impl FrameNames for Table {
+        fn kernel_frame(&self, address: u64) -> String {
+            self.0
+                .get(&address)
+                .map_or_else(|| format!("k{address:x}"), |s| s.to_string())
+        }
+        fn user_frames(&self, pid: u32, addresses: &[u64]) -> Vec<String> {
+            addresses
+                .iter()
+                .map(|a| {
+                    self.0
+                        .get(a)
+                        .map_or_else(|| format!("u{a:x}@{pid}"), |s| s.to_string())
+                })
+                .collect()
+        }
+    }
+
+    fn table() -> Table {
+        Table(HashMap::from([
+            (0xffff_0001, "vfs_read"),
+            (0xffff_0002, "ksys_read"),
+            (0xffff_0003, "__x64_sys_read"),
+            (0xffff_0004, "do_syscall_64"),
+            (0x1001, "read"),
+            (0x1002, "main"),
+        ]))
+    }
+
+    fn record(kernel: &[u64], user: &[u64], comm: &str, total_ns: u64, count: u64) -> StackRecord {
+        StackRecord {
+            kernel: kernel.to_vec(),
+            user: user.to_vec(),
+            comm: comm.into(),
+            pid: 42,
+            total_ns,
+            count,
+        }
+    }
+
+    #[test]
+    fn folds_root_first_with_kernel_suffix_and_user_frames_before_kernel() {
+        let records = [record(
+            &[0xffff_0001, 0xffff_0002, 0xffff_0003, 0xffff_0004],
+            &[0x1001, 0x1002],
+            "cat",
+            500,
+            2,
+        )];
+        let folded = fold(&records, Weight::LatencyNs, &table());
+        assert_eq!(
+            folded,
+            [(
+                "cat;main;read;do_syscall_64_[k];__x64_sys_read_[k];ksys_read_[k];vfs_read_[k]"
+                    .to_string(),
+                500
+            )]
+        );
+        assert_eq!(fold(&records, Weight::Count, &table())[0].1, 2);
+    }
+
+    #[test]
+    fn asks_for_user_names_once_per_pid() {
+        struct Counting(Cell<usize>);
+        impl FrameNames for Counting {
+            fn kernel_frame(&self, address: u64) -> String {
+                format!("k{address:x}")
+            }
+            fn user_frames(&self, pid: u32, addresses: &[u64]) -> Vec<String> {
+                self.0.set(self.0.get() + 1);
+                assert!(
+                    addresses.windows(2).all(|w| w[0] < w[1]),
+                    "sorted and distinct: {addresses:?}"
+                );
+                // Too short an answer: the missing names become [unknown].
+                addresses[..addresses.len() - 1]
+                    .iter()
+                    .map(|a| format!("u{a:x}@{pid}"))
+                    .collect()
+            }
+        }
+        let mut records = Vec::new();
+        for pid in [1, 2] {
+            records.push(StackRecord {
+                user: vec![0x30, 0x10],
+                pid,
+                count: 1,
+                comm: "c".into(),
+                ..Default::default()
+            });
+            records.push(StackRecord {
+                user: vec![0x20, 0x10],
+                pid,
+                count: 1,
+                comm: "c".into(),
+                ..Default::default()
+            });
+        }
+        let names = Counting(Cell::new(0));
+        let folded = fold(&records, Weight::Count, &names);
+        assert_eq!(names.0.get(), 2);
+        assert_eq!(folded[0], ("c;u10@1;[unknown]".to_string(), 1));
+        assert_eq!(folded[1], ("c;u10@1;u20@1".to_string(), 1));
+        assert_eq!(folded.len(), 4);
+    }
+
+    #[test]
+    fn merges_identical_stacks_and_sorts() {
+        let records = [
+            record(&[0xffff_0001, 0xffff_0002], &[], "b", 10, 1),
+            record(&[0xffff_0001], &[], "a", 7, 1),
+            // Same stack from another pid/user-stack-less record: merged.
+            record(&[0xffff_0001, 0xffff_0002, 0], &[], "b", 5, 3),
+        ];
+        let folded = fold(&records, Weight::LatencyNs, &table());
+        assert_eq!(
+            folded,
+            [
+                ("a;vfs_read_[k]".to_string(), 7),
+                ("b;ksys_read_[k];vfs_read_[k]".to_string(), 15)
+            ]
+        );
+        let by_count = fold(&records, Weight::Count, &table());
+        assert_eq!(by_count[1].1, 4);
+    }
+
+    #[test]
+    fn zero_slots_end_a_stack_and_zero_weights_are_dropped() {
+        let records = [
+            record(&[0xffff_0001, 0, 0xffff_0002], &[0x1001, 0], "x", 1, 1),
+            record(&[0xffff_0001], &[], "y", 0, 1),
+        ];
+        assert_eq!(
+            fold(&records, Weight::LatencyNs, &table()),
+            [("x;read;vfs_read_[k]".to_string(), 1)]
+        );
+        assert_eq!(fold(&records, Weight::Count, &table()).len(), 2);
+    }
+
+    #[test]
+    fn weights_saturate_instead_of_overflowing() {
+        let records = [
+            record(&[0xffff_0001], &[], "x", u64::MAX, 1),
+            record(&[0xffff_0001], &[], "x", 5, 1),
+        ];
+        assert_eq!(fold(&records, Weight::LatencyNs, &table())[0].1, u64::MAX);
+    }
+
+    #[test]
+    fn an_empty_stack_is_just_the_comm() {
+        assert_eq!(
+            fold(
+                &[record(&[], &[], "idle", 3, 1)],
+                Weight::LatencyNs,
+                &table()
+            ),
+            [("idle".to_string(), 3)]
+        );
+    }
+
+    #[test]
+    fn sanitizes_separators_whitespace_and_trailing_numbers() {
+        assert_eq!(sanitize_frame("a;b"), "a:b");
+        assert_eq!(sanitize_frame("  tab\there\nnl  "), "tab here nl");
+        assert_eq!(sanitize_frame("kworker/0:1 2"), "kworker/0:1_2");
+        assert_eq!(sanitize_frame("Web Content"), "Web Content");
+        assert_eq!(
+            sanitize_frame("ext4_file_read_iter [ext4]"),
+            "ext4_file_read_iter [ext4]"
+        );
+        assert_eq!(sanitize_frame(""), "[unknown]");
+        assert_eq!(sanitize_frame(" \n"), "[unknown]");
+        assert_eq!(
+            sanitize_frame("<[u8; 8] as Debug>::fmt"),
+            "<[u8: 8] as Debug>::fmt"
+        );
+        for name in ["x 1", "a;b 2.5", " ", "f\r\n3"] {
+            let frame = sanitize_frame(name);
+            assert_eq!(check_stack(&frame), Ok(()), "{name:?} → {frame:?}");
+        }
+    }
+
+    #[test]
+    fn parses_what_it_writes() {
+        let folded = vec![
+            ("a;b_[k]".to_string(), 3),
+            ("a;c d [m]_[k]".to_string(), u64::MAX),
+            ("z".to_string(), 0),
+        ];
+        let mut bytes = Vec::new();
+        write_folded(&folded, &mut bytes).unwrap();
+        assert_eq!(
+            bytes,
+            b"a;b_[k] 3\na;c d [m]_[k] 18446744073709551615\nz 0\n"
+        );
+        assert_eq!(parse_folded(&bytes).unwrap(), folded);
+    }
+
+    #[test]
+    fn parse_tolerates_crlf_blank_lines_and_padding() {
+        let parsed = parse_folded(b"\r\n  a;b 1\r\n\n\ta;b   2 \n").unwrap();
+        assert_eq!(parsed, [("a;b".to_string(), 1), ("a;b".to_string(), 2)]);
+        assert_eq!(merge_folded(&parsed), [("a;b".to_string(), 3)]);
+        assert_eq!(parse_folded(b"").unwrap(), []);
+    }
+
+    #[test]
+    fn parse_errors_are_one_line_and_name_the_line() {
+        let cases: [(&[u8], usize, FoldedReason); 10] = [
+            (b"a;b 1\nno_weight\n", 2, FoldedReason::MissingWeight),
+            (b"a;b x1\n", 1, FoldedReason::BadWeight("x1".into())),
+            (b"a;b -1\n", 1, FoldedReason::BadWeight("-1".into())),
+            (b"a;b 1.5\n", 1, FoldedReason::BadWeight("1.5".into())),
+            (
+                b"a;b 18446744073709551616\n",
+                1,
+                FoldedReason::WeightTooLarge,
+            ),
+            (b" 5\n", 1, FoldedReason::MissingWeight),
+            (b"a;;b 5\n", 1, FoldedReason::EmptyFrame),
+            (b"a;b 3 5\n", 1, FoldedReason::AmbiguousNumber),
+            (b"ok 1\n\xff 2\n", 2, FoldedReason::NotUtf8),
+            (b"a\rb;c 2\n", 1, FoldedReason::ControlCharacter),
+        ];
+        for (input, line, reason) in cases {
+            let error = parse_folded(input).unwrap_err();
+            assert_eq!(
+                error,
+                FoldedError { line, reason },
+                "{:?}",
+                String::from_utf8_lossy(input)
+            );
+            let message = error.to_string();
+            assert!(
+                message.starts_with(&format!("folded input line {line}: ")),
+                "{message}"
+            );
+            assert!(!message.contains('\n'), "{message}");
+        }
+        let long = format!("a {}\n", "x".repeat(100));
+        let message = parse_folded(long.as_bytes()).unwrap_err().to_string();
+        assert!(message.len() < 120, "{message}");
+        let control = parse_folded(b"a 1\x1b[2J\n").unwrap_err().to_string();
+        assert!(!control.contains('\x1b'), "{control:?}");
+    }
+
+    #[test]
+    fn parse_never_panics_on_arbitrary_bytes() {
+        // A cheap stand-in for the fuzz target: every byte string of a small alphabet.
+        let alphabet = [b'a', b';', b' ', b'1', b'\n', b'\r', 0xff, b'.'];
+        let mut input = Vec::new();
+        for n in 0..(8u32.pow(5)) {
+            input.clear();
+            let mut k = n;
+            for _ in 0..5 {
+                input.push(alphabet[(k % 8) as usize]);
+                k /= 8;
+            }
+            if let Ok(lines) = parse_folded(&input) {
+                for (stack, _) in &lines {
+                    assert_eq!(check_stack(stack), Ok(()));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn totals_detect_overflow() {
+        assert_eq!(total_weight(&[("a".into(), 2), ("b".into(), 3)]), Some(5));
+        assert_eq!(
+            total_weight(&[("a".into(), u64::MAX), ("b".into(), 1)]),
+            None
+        );
+        assert_eq!(total_weight(&[]), Some(0));
+    }
+}

@@ -1,0 +1,309 @@
+//! Folded stacks → flame graph SVGs, with inferno.
+//!
+//! Output is deterministic, byte for byte, so golden files can pin it: frame colors come from
+//! a hash of the frame name (inferno's `deterministic` option) instead of its default random
+//! pick, and lines are merged and validated here before inferno sorts them. The palette is
+//! inferno's `perl` one, the simplest that knows perf's `_[k]` convention: kernel frames
+//! orange, C++ and Rust paths (`::`) yellow, everything else red (`java` would also paint
+//! anything with a `/` or `.` green, `swapper/1` and `libc.so.6+0x…` included). Inferno strips
+//! the `_[k]` suffix from labels and tooltips whatever the palette.
+//!
+//! Frame widths and tooltip counts are the folded weights themselves, so the root frame (`all`)
+//! shows the profile's total — the histogram's total latency in ns, or its call count. Tooltip
+//! counts go through an f64 in inferno, which is exact up to 2^53 (104 days of summed ns); the
+//! frames element's `total_samples` attribute is the exact u64.
+
+use std::io::Write;
+
+use inferno::flamegraph::color::{MultiPalette, Palette};
+use inferno::flamegraph::{self, Options};
+
+use super::folded::{FoldedReason, check_stack, merge_folded, total_weight, write_folded};
+
+/// Why an SVG could not be drawn; one line each.
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    #[error("nothing to draw: {what} has no stack with a non-zero weight")]
+    Empty { what: &'static str },
+    #[error("{what}: the weights add up to more than 2^64")]
+    Overflow { what: &'static str },
+    #[error("{what}: stack '{stack}': {reason}")]
+    BadStack {
+        what: &'static str,
+        stack: String,
+        reason: FoldedReason,
+    },
+    #[error("inferno could not draw the flame graph: {0}")]
+    Inferno(#[from] std::io::Error),
+}
+
+/// Draws a flame graph of `folded` (`stack weight` pairs, root-first stacks, any order,
+/// duplicates summed). `count_name` is the unit in tooltips: `ns` for latency, `calls` for
+/// counts, `samples` for sampling. Fails on an empty (or all-zero) profile rather than drawing
+/// inferno's error picture, and on stacks inferno would misread (see [`super::parse_folded`]).
+pub fn render_flamegraph(
+    folded: &[(String, u64)],
+    title: &str,
+    subtitle: Option<&str>,
+    count_name: &str,
+) -> Result<Vec<u8>, RenderError> {
+    let (lines, _) = prepare(folded, "the profile")?;
+    let mut options = options(title, subtitle.map(str::to_string), count_name);
+    let mut svg = Vec::new();
+    flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut svg)?;
+    Ok(svg)
+}
+
+/// Draws a differential flame graph: frames as wide as in `new`, leaf frames colored by how
+/// their weight changed from `base` — red grew, blue shrank, the deeper the more.
+///
+/// The base is first scaled to the new total (inferno's `differential` with `normalize`), so a
+/// profile of a longer or busier run does not paint everything red: colors show the change in
+/// each stack's *share*. Stacks only in `base` have width 0 in `new` and do not show; to see
+/// what vanished, also draw `render_diff(new, base, …)`.
+pub fn render_diff(
+    base: &[(String, u64)],
+    new: &[(String, u64)],
+    title: &str,
+    count_name: &str,
+) -> Result<Vec<u8>, RenderError> {
+    let (_, base_total) = prepare(base, "the base profile")?;
+    let (_, new_total) = prepare(new, "the new profile")?;
+    let mut base_bytes = Vec::new();
+    write_folded(&merge_folded(base), &mut base_bytes)?;
+    let mut new_bytes = Vec::new();
+    write_folded(&merge_folded(new), &mut new_bytes)?;
+
+    let diff_options = inferno::differential::Options {
+        normalize: true,
+        ..Default::default()
+    };
+    let mut two_columns = Vec::new();
+    inferno::differential::from_readers(
+        diff_options,
+        &base_bytes[..],
+        &new_bytes[..],
+        &mut two_columns,
+    )?;
+    let two_columns = String::from_utf8(two_columns)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+
+    let subtitle = format!(
+        "base {} {count_name} scaled to the new {} {count_name}; red grew, blue shrank",
+        thousands(base_total),
+        thousands(new_total),
+    );
+    let mut options = options(title, Some(subtitle), count_name);
+    let mut svg = Vec::new();
+    flamegraph::from_lines(&mut options, two_columns.lines(), &mut svg)?;
+    Ok(svg)
+}
+
+/// Validated, merged `stack weight` lines and their total.
+fn prepare(
+    folded: &[(String, u64)],
+    what: &'static str,
+) -> Result<(Vec<String>, u64), RenderError> {
+    let merged = merge_folded(folded);
+    for (stack, _) in &merged {
+        check_stack(stack).map_err(|reason| {
+            let mut shown: String = stack
+                .chars()
+                .take(80)
+                .collect::<String>()
+                .escape_debug()
+                .collect();
+            if stack.chars().count() > 80 {
+                shown.push('…');
+            }
+            RenderError::BadStack {
+                what,
+                stack: shown,
+                reason,
+            }
+        })?;
+    }
+    let total = total_weight(&merged).ok_or(RenderError::Overflow { what })?;
+    if total == 0 {
+        return Err(RenderError::Empty { what });
+    }
+    let lines = merged
+        .iter()
+        .map(|(stack, weight)| {
+            let mut line = Vec::new();
+            // Writing to a Vec cannot fail.
+            let _ = write!(line, "{stack} {weight}");
+            String::from_utf8(line).expect("stacks are strings")
+        })
+        .collect();
+    Ok((lines, total))
+}
+
+fn options(title: &str, subtitle: Option<String>, count_name: &str) -> Options<'static> {
+    let mut options = Options::default();
+    options.colors = Palette::Multi(MultiPalette::Perl);
+    options.deterministic = true;
+    options.title = title.to_string();
+    options.subtitle = subtitle;
+    options.count_name = count_name.to_string();
+    options
+}
+
+/// `1,234,567`, as inferno prints counts.
+fn thousands(value: u64) -> String {
+    let digits = value.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(pairs: &[(&str, u64)]) -> Vec<(String, u64)> {
+        pairs.iter().map(|(s, w)| (s.to_string(), *w)).collect()
+    }
+
+    fn text(svg: &[u8]) -> &str {
+        std::str::from_utf8(svg).unwrap()
+    }
+
+    #[test]
+    fn renders_deterministically_with_the_total_on_the_root_frame() {
+        let folded = lines(&[
+            ("cat;vfs_read_[k]", 1500),
+            ("cat;ksys_read_[k];vfs_read_[k]", 2500),
+            ("ls;x_[k]", 1000),
+        ]);
+        let svg = render_flamegraph(&folded, "t", Some("s"), "ns").unwrap();
+        assert_eq!(
+            svg,
+            render_flamegraph(&folded, "t", Some("s"), "ns").unwrap()
+        );
+        let mut reversed = folded.clone();
+        reversed.reverse();
+        assert_eq!(
+            svg,
+            render_flamegraph(&reversed, "t", Some("s"), "ns").unwrap()
+        );
+        let svg = text(&svg);
+        assert!(svg.contains("<title>all (5,000 ns, 100%)</title>"), "{svg}");
+        assert!(svg.contains("total_samples=\"5000\""));
+        // The _[k] suffix is stripped from what people read.
+        assert!(
+            svg.contains("<title>ksys_read (2,500 ns, 50.00%)</title>"),
+            "{svg}"
+        );
+        assert!(
+            svg.contains("<title>vfs_read (1,500 ns, 30.00%)</title>"),
+            "{svg}"
+        );
+        assert!(!svg.contains("_[k]"));
+    }
+
+    #[test]
+    fn duplicates_are_summed_and_the_count_name_is_used() {
+        let svg = render_flamegraph(&lines(&[("a;b", 2), ("a;b", 3)]), "t", None, "calls").unwrap();
+        assert!(
+            text(&svg).contains("<title>b (5 calls, 100.00%)</title>"),
+            "{}",
+            text(&svg)
+        );
+    }
+
+    #[test]
+    fn refuses_empty_overflowing_and_ambiguous_input() {
+        assert!(matches!(
+            render_flamegraph(&[], "t", None, "ns"),
+            Err(RenderError::Empty { .. })
+        ));
+        assert!(matches!(
+            render_flamegraph(&lines(&[("a", 0)]), "t", None, "ns"),
+            Err(RenderError::Empty { .. })
+        ));
+        let overflow = lines(&[("a", u64::MAX), ("b", 1)]);
+        assert!(matches!(
+            render_flamegraph(&overflow, "t", None, "ns"),
+            Err(RenderError::Overflow { .. })
+        ));
+        let error = render_flamegraph(&lines(&[("a;b 12", 3)]), "t", None, "ns").unwrap_err();
+        assert!(matches!(
+            error,
+            RenderError::BadStack {
+                reason: FoldedReason::AmbiguousNumber,
+                ..
+            }
+        ));
+        let error = render_flamegraph(&lines(&[("a;\nb", 3)]), "t", None, "ns")
+            .map(|_| ())
+            .unwrap_err()
+            .to_string();
+        assert!(!error.contains('\n'), "{error}");
+        for error in [
+            RenderError::Empty {
+                what: "the profile",
+            },
+            RenderError::Overflow {
+                what: "the profile",
+            },
+        ] {
+            assert!(!error.to_string().contains('\n'));
+        }
+    }
+
+    #[test]
+    fn diffs_are_normalized_and_colored_by_change() {
+        // The base is half as long a run with the same shape except that b's share grew.
+        let base = lines(&[("a;b", 100), ("a;c", 100)]);
+        let new = lines(&[("a;b", 300), ("a;c", 100)]);
+        let svg = render_diff(&base, &new, "diff", "ns").unwrap();
+        assert_eq!(svg, render_diff(&base, &new, "diff", "ns").unwrap());
+        let svg = text(&svg);
+        assert!(svg.contains("<title>all (400 ns, 100%)</title>"), "{svg}");
+        assert!(
+            svg.contains("base 200 ns scaled to the new 400 ns"),
+            "{svg}"
+        );
+        // Normalized base: b 200, c 200 → b +100 (+25%), c -100 (-25%).
+        assert!(
+            svg.contains("<title>b (300 ns, 75.00%; +25.00%)</title>"),
+            "{svg}"
+        );
+        assert!(
+            svg.contains("<title>c (100 ns, 25.00%; -25.00%)</title>"),
+            "{svg}"
+        );
+        // Red for growth, blue for shrinkage (inferno's color_scale at the full delta).
+        assert!(svg.contains("fill=\"rgb(255,100,100)\""), "{svg}");
+        assert!(svg.contains("fill=\"rgb(100,100,255)\""), "{svg}");
+        assert!(matches!(
+            render_diff(&[], &new, "d", "ns"),
+            Err(RenderError::Empty {
+                what: "the base profile"
+            })
+        ));
+        assert!(matches!(
+            render_diff(&base, &[], "d", "ns"),
+            Err(RenderError::Empty {
+                what: "the new profile"
+            })
+        ));
+    }
+
+    #[test]
+    fn thousands_groups_digits() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(
+            thousands(18446744073709551615),
+            "18,446,744,073,709,551,615"
+        );
+    }
+}

@@ -1,0 +1,145 @@
+//! Building hotprof and the workloads for the VM guest.
+//!
+//! The guest is a bare busybox initramfs with no libc, so every binary is linked statically
+//! (`+crt-static`). The flag is passed as a *target-specific* RUSTFLAGS so it reaches only the
+//! x86_64 artifacts: profiler's build script runs a nested cargo for the eBPF object, which
+//! inherits our environment and must not see it. A separate target dir keeps these static
+//! builds from invalidating the host's ordinary ones.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+use crate::util::{self, cargo, run, step, target_dir};
+
+/// The packages whose binaries go into the guest's `/bin`.
+pub const GUEST_PACKAGES: &[&str] = &["profiler", "workloads"];
+const GUEST_TARGET: &str = "x86_64-unknown-linux-gnu";
+
+/// The guest binaries that exist on disk.
+#[derive(Debug, Clone)]
+pub struct GuestBinaries {
+    pub paths: Vec<PathBuf>,
+}
+
+/// `target/guest`, the guest builds' own target dir.
+fn guest_target_dir() -> PathBuf {
+    target_dir().join("guest")
+}
+
+/// Where cargo puts the guest's release binaries.
+pub fn guest_bin_dir() -> PathBuf {
+    guest_target_dir().join(GUEST_TARGET).join("release")
+}
+
+/// Builds every guest package in release mode and returns their binaries.
+pub fn build_guest() -> Result<GuestBinaries> {
+    step(
+        "build",
+        &format!("guest binaries ({}), static", GUEST_PACKAGES.join(", ")),
+    );
+    let mut build = cargo();
+    build
+        .args([
+            "build",
+            "--release",
+            "--target",
+            GUEST_TARGET,
+            "--target-dir",
+        ])
+        .arg(guest_target_dir());
+    for package in GUEST_PACKAGES {
+        build.args(["-p", package]);
+    }
+    build.env(
+        "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS",
+        "-C target-feature=+crt-static",
+    );
+    run(&mut build).context("could not build the guest binaries")?;
+    let binaries = guest_binaries()?;
+    let missing = binary_names()?
+        .into_iter()
+        .filter(|name| !binaries.paths.iter().any(|path| path.ends_with(name)))
+        .collect::<Vec<_>>();
+    if !missing.is_empty() {
+        bail!(
+            "cargo built the guest packages but these binaries are missing from {}: {}",
+            guest_bin_dir().display(),
+            missing.join(", ")
+        );
+    }
+    Ok(binaries)
+}
+
+/// The guest binaries already built (for `--no-build`); those not built yet are left out.
+pub fn guest_binaries() -> Result<GuestBinaries> {
+    let dir = guest_bin_dir();
+    let paths = binary_names()?
+        .into_iter()
+        .map(|name| dir.join(name))
+        .filter(|path| path.is_file())
+        .collect();
+    Ok(GuestBinaries { paths })
+}
+
+/// The names of the guest packages' binary targets, from `cargo metadata`, so a new workload
+/// needs no change here.
+fn binary_names() -> Result<BTreeSet<String>> {
+    let mut metadata = cargo();
+    metadata.args(["metadata", "--no-deps", "--format-version", "1"]);
+    let json = util::stdout_of(&mut metadata).context("could not read the workspace metadata")?;
+    let metadata: Value =
+        serde_json::from_str(&json).context("cargo metadata printed invalid JSON")?;
+    binary_names_in(&metadata)
+}
+
+fn binary_names_in(metadata: &Value) -> Result<BTreeSet<String>> {
+    let packages = metadata["packages"]
+        .as_array()
+        .context("cargo metadata has no package list")?;
+    let names = packages
+        .iter()
+        .filter(|package| {
+            package["name"]
+                .as_str()
+                .is_some_and(|name| GUEST_PACKAGES.contains(&name))
+        })
+        .filter_map(|package| package["targets"].as_array())
+        .flatten()
+        .filter(|target| {
+            target["kind"]
+                .as_array()
+                .is_some_and(|kinds| kinds.iter().any(|kind| kind == "bin"))
+        })
+        .filter_map(|target| target["name"].as_str().map(str::to_owned))
+        .collect();
+    Ok(names)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn takes_bin_targets_of_guest_packages_only() {
+        let metadata = serde_json::json!({"packages": [
+            {"name": "profiler", "targets": [
+                {"name": "hotprof", "kind": ["bin"]},
+                {"name": "profiler", "kind": ["lib"]},
+                {"name": "build-script-build", "kind": ["custom-build"]},
+            ]},
+            {"name": "workloads", "targets": [
+                {"name": "syscall_lat", "kind": ["bin"]},
+                {"name": "workloads", "kind": ["lib"]},
+            ]},
+            {"name": "xtask", "targets": [{"name": "xtask", "kind": ["bin"]}]},
+        ]});
+        let names = binary_names_in(&metadata).expect("metadata parses");
+        assert_eq!(
+            names.into_iter().collect::<Vec<_>>(),
+            ["hotprof", "syscall_lat"]
+        );
+    }
+}

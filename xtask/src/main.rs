@@ -1,0 +1,190 @@
+//! `cargo xtask`: hotprof's developer tasks.
+//!
+//! hotprof's probes need kprobes/fentry, which the host kernel may lack, so everything that
+//! touches the kernel runs in a qemu guest booting a real Debian kernel. This crate installs
+//! what that needs (`setup`), builds the guest binaries (`build`), fetches kernels (`kernels`),
+//! runs commands in a guest (`vm`), runs the whole test suite (`test`) and shows hotprof off
+//! (`demo`).
+
+mod build;
+mod initramfs;
+mod kernels;
+mod scenarios;
+mod setup;
+mod test;
+mod util;
+mod vm;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+
+use crate::kernels::Kernel;
+use crate::util::{fresh_dir, secs, step, target_dir};
+use crate::vm::{Accel, VmRun};
+
+#[derive(Parser)]
+#[command(
+    name = "cargo xtask",
+    bin_name = "cargo xtask",
+    about = "hotprof's developer tasks"
+)]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Install everything building and testing needs (apt packages, nightly rust-src,
+    /// bpf-linker). Safe to repeat: present pieces are skipped.
+    Setup,
+    /// Build hotprof and the workloads as static binaries for the VM guest.
+    Build,
+    /// Fetch the newest guest kernels into target/kernels (done on demand by `vm` and `test`).
+    Kernels {
+        /// Only this kernel (default: all).
+        #[arg(long)]
+        kernel: Option<Kernel>,
+    },
+    /// Boot a kernel in qemu and run a shell command in it; /out comes back to --out.
+    Vm(VmArgs),
+    /// Run every check: fmt, clippy, unit tests, the eBPF load test, VM scenarios.
+    Test(test::TestArgs),
+    /// Boot 6.12 and profile __audit_filter_op under syscall_lat with audit rules loaded.
+    Demo,
+}
+
+#[derive(Args)]
+struct VmArgs {
+    /// Kernel to boot.
+    #[arg(long, default_value = "6.12")]
+    kernel: Kernel,
+    /// Seconds before a hung guest is killed, boot included. 10 s before that the guest
+    /// prints every process's kernel stack.
+    #[arg(long, default_value_t = 300)]
+    timeout: u64,
+    /// Where the files the command writes under /out land (default: target/vm-out/<kernel>,
+    /// emptied first).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Do not rebuild the guest binaries; use whatever target/guest holds.
+    #[arg(long)]
+    no_build: bool,
+    /// Extra kernel command-line arguments.
+    #[arg(long, value_name = "EXTRA", allow_hyphen_values = true)]
+    cmdline: Option<String>,
+    /// Show the kernel console (boot log) on stderr.
+    #[arg(long)]
+    console: bool,
+    /// CPU emulation: auto uses KVM when it works, else TCG.
+    #[arg(long, value_enum, default_value = "auto")]
+    accel: Accel,
+    /// The command, run by the guest's busybox sh (as `sh -c`) in /out, with PATH holding
+    /// hotprof and the workloads: `-- 'a && b'` or `-- prog args`. Its exit code is ours.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.task {
+        Task::Setup => setup::run_all().map(|()| ExitCode::SUCCESS),
+        Task::Build => setup::run_all()
+            .and_then(|()| build::build_guest())
+            .map(|_| ExitCode::SUCCESS),
+        Task::Kernels { kernel } => fetch_kernels(kernel).map(|()| ExitCode::SUCCESS),
+        Task::Vm(args) => vm_command(args),
+        Task::Test(args) => test::run_tests(&args),
+        Task::Demo => demo(),
+    };
+    result.unwrap_or_else(|err| {
+        eprintln!("error: {err:#}");
+        ExitCode::FAILURE
+    })
+}
+
+fn fetch_kernels(only: Option<Kernel>) -> Result<()> {
+    for kernel in only.map_or(Kernel::ALL.to_vec(), |kernel| vec![kernel]) {
+        let image = kernels::ensure(kernel)?;
+        step(
+            "kernel",
+            &format!("{kernel}: {} at {}", image.package, image.vmlinuz.display()),
+        );
+    }
+    Ok(())
+}
+
+fn vm_command(args: VmArgs) -> Result<ExitCode> {
+    if !args.no_build {
+        setup::run_all()?;
+        build::build_guest()?;
+    }
+    let out_dir = match args.out {
+        Some(dir) => dir,
+        None => {
+            let dir = target_dir().join("vm-out").join(args.kernel.name());
+            fresh_dir(&dir)?;
+            dir
+        }
+    };
+    let run = VmRun {
+        timeout: Duration::from_secs(args.timeout),
+        cmdline_extra: args.cmdline,
+        echo: true,
+        show_console: args.console,
+        accel: args.accel,
+        ..VmRun::new(args.kernel, args.command.join(" "), out_dir)
+    };
+    let outcome = vm::run(&run)?;
+    eprintln!(
+        "[vm] {} ({:?}): exit {} after {} (boot {}); /out is in {}",
+        outcome.kernel_package,
+        outcome.accel,
+        outcome.exit_code,
+        secs(outcome.total_time),
+        secs(outcome.boot_time),
+        outcome.out_dir.display()
+    );
+    Ok(exit_code(outcome.exit_code))
+}
+
+/// The guest's exit status as ours (0..=255; anything else shows as failure).
+fn exit_code(code: i32) -> ExitCode {
+    u8::try_from(code).map_or(ExitCode::FAILURE, ExitCode::from)
+}
+
+/// Enough getpid calls to show a clear profile while staying well under a minute in TCG
+/// (syscall_lat makes 100000 calls with three audit rules in about 0.4 s there, unprobed).
+const DEMO_CALLS: u32 = 100_000;
+const DEMO_TIMEOUT: Duration = Duration::from_secs(120);
+
+fn demo() -> Result<ExitCode> {
+    setup::run_all()?;
+    build::build_guest()?;
+    let script = format!(
+        "audit_rules enable && audit_rules add 3 && hotprof --fn __audit_filter_op -- syscall_lat {DEMO_CALLS}"
+    );
+    step("demo", &format!("6.12 guest: {script}"));
+    let out_dir = target_dir().join("vm-out").join("demo");
+    fresh_dir(&out_dir)?;
+    let run = VmRun {
+        echo: true,
+        timeout: DEMO_TIMEOUT,
+        ..VmRun::new(Kernel::V6_12, script, out_dir)
+    };
+    let outcome = vm::run(&run).context("the demo run failed")?;
+    step(
+        "demo",
+        &format!(
+            "exit {} after {} (boot {})",
+            outcome.exit_code,
+            secs(outcome.total_time),
+            secs(outcome.boot_time)
+        ),
+    );
+    Ok(exit_code(outcome.exit_code))
+}

@@ -1,0 +1,321 @@
+//! `cargo xtask test`: every check the project has, in one command that works on a bare
+//! machine (it runs `setup` first), ending with a summary table and `N passed, N failed`.
+//!
+//! Checks run in order of cost: formatting, clippy, host unit tests, the host eBPF load test,
+//! then the VM scenarios on each kernel. A failing check does not stop the others, so one run
+//! shows everything that is wrong.
+
+use std::process::{Command, ExitCode};
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, anyhow, bail};
+use clap::Args;
+
+use crate::build;
+use crate::kernels::{self, Kernel};
+use crate::scenarios::{Ctx, SCENARIOS, Scenario};
+use crate::setup;
+use crate::util::{cargo, fresh_dir, is_root, run, secs, target_dir};
+
+#[derive(Args)]
+pub struct TestArgs {
+    /// Skip the VM scenarios (and the guest build and kernel downloads they need).
+    #[arg(long)]
+    skip_vm: bool,
+    /// Run the VM scenarios on this kernel only (default: every kernel).
+    #[arg(long)]
+    kernel: Option<Kernel>,
+    /// Run only these checks (comma-separated or repeated): a scenario (getpid_exact), a
+    /// scenario on one kernel (getpid_exact@6.1) or a host check (fmt, clippy, unit,
+    /// ebpf_load). See --list.
+    #[arg(long, value_delimiter = ',', value_name = "CHECK")]
+    only: Vec<String>,
+    /// List the checks and exit.
+    #[arg(long)]
+    list: bool,
+    /// Stream every guest's output live (by default it is shown only for failures).
+    #[arg(long)]
+    verbose: bool,
+    /// Seconds one guest run may take, boot included (a boot takes 5-10 s under TCG; a
+    /// scenario's command a few more).
+    #[arg(long, default_value_t = 180)]
+    vm_timeout: u64,
+}
+
+/// A check that runs on the host.
+struct HostCheck {
+    name: &'static str,
+    about: &'static str,
+    run: fn() -> Result<()>,
+}
+
+const HOST_CHECKS: &[HostCheck] = &[
+    HostCheck {
+        name: "fmt",
+        about: "cargo fmt --all --check",
+        run: fmt,
+    },
+    HostCheck {
+        name: "clippy",
+        about: "cargo clippy, all targets, warnings denied",
+        run: clippy,
+    },
+    HostCheck {
+        name: "unit",
+        about: "cargo test (host unit tests)",
+        run: unit,
+    },
+    HostCheck {
+        name: "ebpf_load",
+        about: "profiler's ebpf_load test, as root on the host",
+        run: ebpf_load,
+    },
+];
+
+/// profiler-ebpf only builds for the BPF target (profiler's build script does that).
+const HOST_EXCLUDE: &[&str] = &["--exclude", "profiler-ebpf"];
+
+fn fmt() -> Result<()> {
+    run(cargo().args(["fmt", "--all", "--check"]))
+}
+
+fn clippy() -> Result<()> {
+    run(cargo()
+        .args(["clippy", "--workspace", "--all-targets"])
+        .args(HOST_EXCLUDE)
+        .args(["--", "-D", "warnings"]))?;
+    // The eBPF crate only builds for the BPF target, with nightly and build-std.
+    run(Command::new("cargo")
+        .args(["+nightly", "clippy", "-p", "profiler-ebpf", "--release"])
+        .args(["--target", "bpfel-unknown-none", "-Z", "build-std=core"])
+        .args(["--", "-D", "warnings"]))
+}
+
+fn unit() -> Result<()> {
+    run(cargo().args(["test", "--workspace"]).args(HOST_EXCLUDE))
+}
+
+fn ebpf_load() -> Result<()> {
+    if !is_root() {
+        bail!("the eBPF load test must run as root");
+    }
+    run(cargo().args([
+        "test",
+        "-p",
+        "profiler",
+        "--test",
+        "ebpf_load",
+        "--",
+        "--ignored",
+    ]))
+}
+
+pub fn run_tests(args: &TestArgs) -> Result<ExitCode> {
+    if let Some(unknown) = args.only.iter().find(|only| !known_check(only)) {
+        bail!("--only {unknown}: no such check (see `cargo xtask test --list`)");
+    }
+    if args.list {
+        print_checks();
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut results = Results::default();
+    if !results.check("setup", setup::run_all) {
+        return Ok(results.finish());
+    }
+    for check in HOST_CHECKS
+        .iter()
+        .filter(|check| args.wants(check.name, check.name))
+    {
+        results.check(check.name, check.run);
+    }
+    let vm_checks = args.vm_checks();
+    if !vm_checks.is_empty() {
+        run_vm_checks(args, &vm_checks, &mut results);
+    }
+    Ok(results.finish())
+}
+
+impl TestArgs {
+    /// Whether `--only` selects the check `name` (of group `group`, a scenario's name).
+    fn wants(&self, name: &str, group: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|only| only == name || only == group)
+    }
+
+    /// The selected scenarios, each with a kernel it runs on.
+    fn vm_checks(&self) -> Vec<(&'static Scenario, Kernel)> {
+        if self.skip_vm {
+            return Vec::new();
+        }
+        SCENARIOS
+            .iter()
+            .flat_map(|scenario| {
+                scenario
+                    .kernels
+                    .iter()
+                    .map(move |&kernel| (scenario, kernel))
+            })
+            .filter(|(_, kernel)| self.kernel.is_none_or(|only| only == *kernel))
+            .filter(|(scenario, kernel)| self.wants(&instance(scenario, *kernel), scenario.name))
+            .collect()
+    }
+}
+
+fn print_checks() {
+    for check in HOST_CHECKS {
+        println!("{:<28} {}", check.name, check.about);
+    }
+    for scenario in SCENARIOS {
+        for kernel in scenario.kernels {
+            println!("{:<28} VM scenario", instance(scenario, *kernel));
+        }
+    }
+}
+
+/// Builds the guest binaries, fetches each needed kernel and runs the scenarios; a failed
+/// build or download fails its row and skips what depends on it.
+fn run_vm_checks(args: &TestArgs, checks: &[(&Scenario, Kernel)], results: &mut Results) {
+    if !results.check("guest_build", || build::build_guest().map(drop)) {
+        return;
+    }
+    let out_root = target_dir().join("vm-out").join("test");
+    for kernel in Kernel::ALL {
+        let mine = checks
+            .iter()
+            .filter(|(_, k)| *k == kernel)
+            .collect::<Vec<_>>();
+        if mine.is_empty() {
+            continue;
+        }
+        let fetched = results.check(&format!("kernel@{kernel}"), || {
+            kernels::ensure(kernel).map(|image| println!("  {}", image.package))
+        });
+        if !fetched {
+            continue;
+        }
+        for (scenario, kernel) in mine {
+            let name = instance(scenario, *kernel);
+            let mut ctx = Ctx::new(
+                *kernel,
+                out_root.join(&name),
+                Duration::from_secs(args.vm_timeout),
+                args.verbose,
+            );
+            results.check(&name, || {
+                fresh_dir(&out_root.join(&name))?;
+                let result = (scenario.run)(&mut ctx);
+                if let Some(last) = ctx.last() {
+                    println!(
+                        "  {} ({:?}): boot {}, run {}",
+                        last.kernel_package,
+                        last.accel,
+                        secs(last.boot_time),
+                        secs(last.total_time)
+                    );
+                }
+                result.map_err(|err| match ctx.last() {
+                    Some(last) => anyhow!("{err:#}\n{}", last.transcript()),
+                    None => err,
+                })
+            });
+        }
+    }
+}
+
+/// `scenario@kernel`, the name one scenario run has in the table and in `--only`.
+fn instance(scenario: &Scenario, kernel: Kernel) -> String {
+    format!("{}@{kernel}", scenario.name)
+}
+
+fn known_check(name: &str) -> bool {
+    HOST_CHECKS.iter().any(|check| check.name == name)
+        || SCENARIOS.iter().any(|scenario| {
+            scenario.name == name
+                || scenario
+                    .kernels
+                    .iter()
+                    .any(|kernel| instance(scenario, *kernel) == name)
+        })
+}
+
+struct Row {
+    name: String,
+    passed: bool,
+    time: Duration,
+    error: Option<String>,
+}
+
+/// Collects check results and prints them as they come and as a table at the end.
+#[derive(Default)]
+struct Results {
+    rows: Vec<Row>,
+}
+
+impl Results {
+    /// Runs one check, prints its result and records it; returns whether it passed.
+    fn check(&mut self, name: &str, check: impl FnOnce() -> Result<()>) -> bool {
+        println!("\n=== {name}");
+        let started = Instant::now();
+        let result = check();
+        let time = started.elapsed();
+        let passed = result.is_ok();
+        let error = result.err().map(|err| format!("{err:#}"));
+        match &error {
+            None => println!("--- {name}: ok ({})", secs(time)),
+            Some(error) => println!("--- {name}: FAILED ({})\n{error}", secs(time)),
+        }
+        self.rows.push(Row {
+            name: name.to_owned(),
+            passed,
+            time,
+            error,
+        });
+        passed
+    }
+
+    /// Prints the summary and returns the process exit code.
+    fn finish(self) -> ExitCode {
+        let width = self
+            .rows
+            .iter()
+            .map(|row| row.name.len())
+            .max()
+            .unwrap_or(5)
+            .max(5);
+        println!(
+            "\n{:<width$}  {:<6}  {:>8}  note",
+            "check", "result", "time"
+        );
+        for row in &self.rows {
+            let note = row
+                .error
+                .as_deref()
+                .and_then(|error| error.lines().next())
+                .unwrap_or("");
+            println!(
+                "{:<width$}  {:<6}  {:>8}  {}",
+                row.name,
+                if row.passed { "ok" } else { "FAILED" },
+                secs(row.time),
+                truncate(note, 100)
+            );
+        }
+        let passed = self.rows.iter().filter(|row| row.passed).count();
+        let failed = self.rows.len() - passed;
+        println!("{passed} passed, {failed} failed");
+        if failed == 0 {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_owned()
+    } else {
+        let mut cut = text.chars().take(max - 1).collect::<String>();
+        cut.push('…');
+        cut
+    }
+}
