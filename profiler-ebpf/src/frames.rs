@@ -180,21 +180,28 @@ fn capture_stacks<C: StackIdContext>(ctx: &C) -> (i32, i32) {
     if mode == 0 {
         return (-1, -1);
     }
-    let kernel = match ctx.get_stackid(&STACKS, 0) {
-        Ok(id) => id as i32,
-        Err(error) => {
-            count(Counter::StackLost, 1);
-            error
-        }
-    };
+    let kernel = ctx
+        .get_stackid(&STACKS, 0)
+        .map_or_else(stack_error, |id| id as i32);
     let user = if mode >= 2 {
         // Kernel threads have no user stack (-EFAULT): not a loss.
         ctx.get_stackid(&STACKS, u64::from(BPF_F_USER_STACK))
-            .map_or_else(|e| e, |id| id as i32)
+            .map_or_else(stack_error, |id| id as i32)
     } else {
         -1
     };
     (kernel, user)
+}
+
+/// Counts a stack that could not be stored; a missing stack (-EFAULT: no user stack for a
+/// kernel thread, no kernel stack for a sample in user mode) is not a loss.
+#[inline(always)]
+pub(crate) fn stack_error(error: i32) -> i32 {
+    const EFAULT: i32 = 14;
+    if error != -EFAULT {
+        count(Counter::StackLost, 1);
+    }
+    error
 }
 
 /// How a return finds its own frame among the open ones.

@@ -10,7 +10,7 @@ use aya_ebpf::{
 };
 use profiler_common::{Counter, StackKey, StackTotals};
 
-use crate::frames::{STACKS, count, wanted};
+use crate::frames::{STACKS, count, stack_error, wanted};
 
 /// Samples per stack; `total_ns` is unused (0), `count` is the number of samples.
 #[map]
@@ -22,17 +22,12 @@ pub fn on_cpu_sample(ctx: PerfEventContext) -> u32 {
     if !wanted(pid_tgid) {
         return 0;
     }
-    let kernel_stack = ctx.get_stackid(&STACKS, 0).map_or_else(
-        |e| {
-            count(Counter::StackLost, 1);
-            e
-        },
-        |id| id as i32,
-    );
-    // User stacks of kernel threads do not exist (-EFAULT): not a loss.
+    let kernel_stack = ctx
+        .get_stackid(&STACKS, 0)
+        .map_or_else(stack_error, |id| id as i32);
     let user_stack = ctx
         .get_stackid(&STACKS, u64::from(BPF_F_USER_STACK))
-        .map_or_else(|e| e, |id| id as i32);
+        .map_or_else(stack_error, |id| id as i32);
     let key = StackKey {
         func: 0,
         tgid: (pid_tgid >> 32) as u32,

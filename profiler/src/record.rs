@@ -196,6 +196,11 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
     }
     let last = collect::snapshot(&ebpf, probed.len())?;
     let kernel_missed = attach::recursion_misses(&ebpf);
+    let stacks = if args.wants_stacks() {
+        Some(collect::stacks(&ebpf)?)
+    } else {
+        None
+    };
     drop(ebpf); // detach every probe before printing
     let mut recording = session.recording(&last, started.elapsed());
     recording.losses.kernel_missed = kernel_missed;
@@ -211,11 +216,78 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
         );
     }
     print!("{}", report::render_recording(&recording));
+    if let Some(stacks) = stacks {
+        write_stacks(&args, &recording, &stacks, &targets)?;
+    }
     if let Some(path) = &args.json {
         report::write_json(&recording, path)?;
         eprintln!("hotprof: wrote {}", path.display());
     }
     Ok(exit_code)
+}
+
+/// `--stacks` outputs: a top-stacks summary, `--folded` and `--flamegraph`.
+fn write_stacks(
+    args: &RecordArgs,
+    recording: &Recording,
+    stacks: &[collect::CollectedStack],
+    targets: &[resolve::Target],
+) -> anyhow::Result<()> {
+    use crate::flame::Weight;
+    use crate::report::stacks as out;
+    let kernel =
+        crate::flame::KernelSymbolizer::from_system().context("cannot symbolize kernel stacks")?;
+    let weight = match args.weight {
+        crate::cli::StackWeight::Latency => Weight::LatencyNs,
+        crate::cli::StackWeight::Count => Weight::Count,
+    };
+    let mut records = Vec::new();
+    for id in 0..recording.functions.len() {
+        let leaf = targets.get(id).map(|t| (t.symbol.as_str(), t.address));
+        records.extend(out::records_for(stacks, id as u32, leaf, &kernel));
+    }
+    let folded = out::fold(&records, weight, &kernel, args.user_stacks);
+    print!("{}", out::top_stacks(&folded, weight.count_name(), 5));
+    if let Some(path) = &args.folded {
+        out::write_folded(&folded, path)?;
+        eprintln!("hotprof: wrote {}", path.display());
+    }
+    if let Some(path) = &args.flamegraph {
+        let names: Vec<&str> = recording
+            .functions
+            .iter()
+            .map(|f| f.name.as_str())
+            .collect();
+        let title = format!("hotprof: {} by call path", names.join(", "));
+        let summary: Vec<String> = recording
+            .functions
+            .iter()
+            .map(|f| {
+                format!(
+                    "{}: {} calls, total {}, p50 {}, p99 {}",
+                    f.name,
+                    f.count,
+                    crate::units::format_ns(f.sum_ns as f64),
+                    crate::units::format_ns(f.p50_ns as f64),
+                    crate::units::format_ns(f.p99_ns as f64)
+                )
+            })
+            .collect();
+        let subtitle = format!(
+            "{} mode, kernel {}; width = {}; {}",
+            recording.mode,
+            recording.kernel,
+            if weight == Weight::LatencyNs {
+                "latency (ns)"
+            } else {
+                "calls"
+            },
+            summary.join("; ")
+        );
+        out::write_flamegraph(&folded, &title, &subtitle, weight.count_name(), path)?;
+        eprintln!("hotprof: wrote {}", path.display());
+    }
+    Ok(())
 }
 
 /// What stays the same across the runs of one invocation.

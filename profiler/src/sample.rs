@@ -59,13 +59,50 @@ pub struct Samples {
 
 /// `hotprof sample`: collect, then report.
 pub async fn run(args: &SampleArgs) -> anyhow::Result<i32> {
+    use crate::report::stacks as out;
     let samples = collect(args).await?;
     let total: u64 = samples.stacks.iter().map(|s| s.count).sum();
+    let kernel =
+        crate::flame::KernelSymbolizer::from_system().context("cannot symbolize kernel stacks")?;
+    let records = out::records_for(&samples.stacks, 0, None, &kernel);
     println!(
-        "hotprof sample: {total} samples in {} distinct stacks over {}",
+        "hotprof sample: {total} samples, {} distinct stacks, {} at {} Hz, kernel {}",
         samples.stacks.len(),
-        crate::units::format_ns(samples.elapsed.as_nanos() as f64)
+        crate::units::format_ns(samples.elapsed.as_nanos() as f64),
+        args.freq,
+        crate::kernel_release()
     );
+    print!("{}", out::top_table(&records, &kernel, true, args.top));
+    if samples.lost_stacks + samples.full > 0 {
+        println!(
+            "losses: {} stacks not stored, {} samples missing from the totals (raise --stack-map-size)",
+            samples.lost_stacks, samples.full
+        );
+    } else {
+        println!("losses: none");
+    }
+    if args.folded.is_some() || args.flamegraph.is_some() {
+        let folded = out::fold(&records, crate::flame::Weight::Count, &kernel, true);
+        if let Some(path) = &args.folded {
+            out::write_folded(&folded, path)?;
+            eprintln!("hotprof: wrote {}", path.display());
+        }
+        if let Some(path) = &args.flamegraph {
+            let subtitle = format!(
+                "on-CPU samples at {} Hz, kernel {}, {total} samples",
+                args.freq,
+                crate::kernel_release()
+            );
+            out::write_flamegraph(
+                &folded,
+                "hotprof sample: on-CPU flame graph",
+                &subtitle,
+                "samples",
+                path,
+            )?;
+            eprintln!("hotprof: wrote {}", path.display());
+        }
+    }
     Ok(samples.exit_code)
 }
 

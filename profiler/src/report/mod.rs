@@ -1,5 +1,6 @@
 //! Stage 5: reports — the terminal text and the versioned JSON file.
 
+pub mod stacks;
 mod text;
 
 pub use text::{render_function, render_losses, render_recording};
