@@ -41,6 +41,11 @@ pub struct Cli {
 pub enum Command {
     /// List kernel functions matching a glob and which probe modes can attach to each.
     List(ListArgs),
+    /// Compare two recordings (`--json`, ideally with `--runs N`): %change, stddev and a
+    /// significance verdict per function and metric, like the kernel test robot.
+    Compare(crate::compare_cmd::CompareArgs),
+    /// Differential flamegraph of two folded-stack files (`--folded`), normalized.
+    DiffFlame(crate::compare_cmd::DiffFlameArgs),
     /// On-CPU sampling profile with kernel and user stacks (perf_event; no kprobes needed).
     Sample(crate::sample::SampleArgs),
 }

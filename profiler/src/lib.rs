@@ -6,6 +6,8 @@ pub mod attach;
 pub mod calibrate;
 pub mod cli;
 pub mod collect;
+pub mod compare;
+pub mod compare_cmd;
 pub mod flame;
 pub mod list;
 pub mod model;

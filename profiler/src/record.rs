@@ -136,6 +136,7 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
         if args.mode == attach::Mode::Kprobe && !attach::kprobes_available() {
             return Err(attach::AttachError::NoKprobes {
                 release: crate::kernel_release(),
+                fentry: None,
             }
             .into());
         }

@@ -44,11 +44,15 @@ impl AttachedMode {
 #[derive(Debug, thiserror::Error)]
 pub enum AttachError {
     #[error(
-        "this kernel ({release}) has no kprobes (no kprobe PMU in /sys/bus/event_source/devices): \
-         kernel functions cannot be probed here; `hotprof --syscall NAME` still works, or run \
-         inside a VM with a kprobe-enabled kernel: `cargo xtask vm -- hotprof --fn ...`"
+        "this kernel ({release}) has no kprobes (no kprobe PMU in /sys/bus/event_source/devices){}: \
+         kernel functions cannot be probed here; `hotprof --syscall NAME` and `hotprof sample` still \
+         work, or run inside a VM with a kprobe-enabled kernel: `cargo xtask vm -- hotprof --fn ...`",
+        .fentry.as_ref().map(|f| format!(" and fentry is refused ({f})")).unwrap_or_default()
     )]
-    NoKprobes { release: String },
+    NoKprobes {
+        release: String,
+        fentry: Option<String>,
+    },
     #[error("fentry cannot attach to {function}: {reason}")]
     Fentry { function: String, reason: String },
     #[error(
@@ -95,6 +99,17 @@ pub fn attach_functions(
             Ok(()) => Ok((AttachedMode::Fentry, notes)),
             Err(error) => {
                 detach_fentry(ebpf, targets.len());
+                if !kprobes_available() {
+                    // Neither mechanism: one error that names both reasons.
+                    let fentry = match error {
+                        AttachError::Fentry { reason, .. } => reason,
+                        other => other.to_string(),
+                    };
+                    return Err(AttachError::NoKprobes {
+                        release: crate::kernel_release(),
+                        fentry: Some(fentry),
+                    });
+                }
                 notes.push(format!("{error}; using kprobe/kretprobe instead"));
                 attach_kprobes(ebpf, targets)?;
                 Ok((AttachedMode::Kprobe, notes))
@@ -156,6 +171,7 @@ fn attach_kprobes(ebpf: &mut Ebpf, targets: &[Target]) -> Result<(), AttachError
     if !kprobes_available() {
         return Err(AttachError::NoKprobes {
             release: crate::kernel_release(),
+            fentry: None,
         });
     }
     {

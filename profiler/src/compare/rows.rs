@@ -1,0 +1,297 @@
+//! Building the rows: which figure each metric reads per run, and which test applies to it.
+
+use profiler_common::{bucket_index, bucket_lower_bound, bucket_upper_bound};
+
+use super::binned::mann_whitney;
+use super::bootstrap::{RESAMPLES, quantile_difference, seed_for};
+use super::hypothesis::Moments;
+use super::row::{Row, SideStats, TestMethod, TestResult, Unit};
+use super::side::{Pooled, Side, pool};
+use super::{FunctionComparison, MIN_RUNS_FOR_RUN_TEST};
+use crate::model::FunctionRecord;
+
+/// The metrics compared for every function, in table order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FunctionMetric {
+    CallsPerRun,
+    Avg,
+    P50,
+    P90,
+    P99,
+    Max,
+}
+
+impl FunctionMetric {
+    const ALL: [Self; 6] = [
+        Self::CallsPerRun,
+        Self::Avg,
+        Self::P50,
+        Self::P90,
+        Self::P99,
+        Self::Max,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::CallsPerRun => "calls/run",
+            Self::Avg => "avg",
+            Self::P50 => "p50",
+            Self::P90 => "p90",
+            Self::P99 => "p99",
+            Self::Max => "max",
+        }
+    }
+
+    /// The figure of one run; latencies do not exist in a run without calls.
+    fn per_run(self, function: &FunctionRecord) -> Option<f64> {
+        if self != Self::CallsPerRun && function.count == 0 {
+            return None;
+        }
+        Some(match self {
+            Self::CallsPerRun => function.count as f64,
+            Self::Avg => function.mean_ns,
+            Self::P50 => function.p50_ns as f64,
+            Self::P90 => function.p90_ns as f64,
+            Self::P99 => function.p99_ns as f64,
+            Self::Max => function.max_ns as f64,
+        })
+    }
+
+    /// The quantile a metric reads from the histogram (and so is quantized by it).
+    fn quantile(self) -> Option<f64> {
+        match self {
+            Self::P50 => Some(0.5),
+            Self::P90 => Some(0.9),
+            Self::P99 => Some(0.99),
+            _ => None,
+        }
+    }
+}
+
+/// Pooled calls and per-run records of one function on one side.
+struct FunctionSide<'a> {
+    runs: Vec<&'a FunctionRecord>,
+    pooled: Pooled,
+}
+
+impl<'a> FunctionSide<'a> {
+    fn new(side: &Side<'a>, name: &str) -> Self {
+        let runs = side.function_runs(name);
+        let pooled = pool(&runs);
+        Self { runs, pooled }
+    }
+
+    fn values(&self, metric: FunctionMetric) -> Vec<f64> {
+        self.runs
+            .iter()
+            .filter_map(|function| metric.per_run(function))
+            .collect()
+    }
+}
+
+/// Every metric row of one function present on both sides (p-values not yet adjusted).
+pub(super) fn compare_function(name: &str, base: &Side, new: &Side) -> FunctionComparison {
+    let (base, new) = (FunctionSide::new(base, name), FunctionSide::new(new, name));
+    let rows = FunctionMetric::ALL
+        .iter()
+        .map(|&metric| metric_row(name, metric, &base, &new))
+        .collect();
+    let symbol = |side: &FunctionSide| {
+        side.runs
+            .first()
+            .map(|f| f.symbol.clone())
+            .unwrap_or_default()
+    };
+    FunctionComparison {
+        name: name.to_string(),
+        base_symbol: symbol(&base),
+        new_symbol: symbol(&new),
+        calls_distribution: mann_whitney(&base.pooled.sample, &new.pooled.sample),
+        rows,
+    }
+}
+
+fn metric_row(name: &str, metric: FunctionMetric, base: &FunctionSide, new: &FunctionSide) -> Row {
+    let (base_values, new_values) = (base.values(metric), new.values(metric));
+    let unit = if metric == FunctionMetric::CallsPerRun {
+        Unit::Calls
+    } else {
+        Unit::Ns
+    };
+    let mut row = Row::new(
+        metric.label().into(),
+        unit,
+        unit == Unit::Ns,
+        SideStats::of(&base_values),
+        SideStats::of(&new_values),
+    );
+    match choose_test(name, metric, (&base_values, &new_values), base, new) {
+        Ok(test) => row.test = Some(test),
+        Err(reason) => row.not_tested = Some(reason),
+    }
+    let on_calls = row
+        .test
+        .is_some_and(|test| test.method != TestMethod::WelchRuns);
+    if metric.quantile().is_some() || (metric == FunctionMetric::Avg && on_calls) {
+        row.resolution_pct = resolution_pct(row.base.mean, row.new.mean, on_calls);
+    }
+    row
+}
+
+/// Welch on the runs when both sides have enough of them; otherwise the call-level test the
+/// metric allows (see the module docs).
+fn choose_test(
+    name: &str,
+    metric: FunctionMetric,
+    (base_values, new_values): (&[f64], &[f64]),
+    base: &FunctionSide,
+    new: &FunctionSide,
+) -> Result<TestResult, String> {
+    if base_values.is_empty() || new_values.is_empty() {
+        return Err("no calls on one side".into());
+    }
+    if base_values.len() >= MIN_RUNS_FOR_RUN_TEST && new_values.len() >= MIN_RUNS_FOR_RUN_TEST {
+        return run_test(base_values, new_values);
+    }
+    match metric {
+        FunctionMetric::Avg if base.pooled.calls.n >= 2.0 && new.pooled.calls.n >= 2.0 => Ok(
+            TestResult::welch(TestMethod::WelchCalls, base.pooled.calls, new.pooled.calls),
+        ),
+        FunctionMetric::P50 | FunctionMetric::P90 | FunctionMetric::P99 => {
+            let q = metric.quantile().unwrap_or(0.5);
+            bootstrap_test(
+                &format!("{name}/{}", metric.label()),
+                q,
+                &base.pooled,
+                &new.pooled,
+            )
+        }
+        _ => Err(format!("needs ≥ {MIN_RUNS_FOR_RUN_TEST} runs per side")),
+    }
+}
+
+/// Welch's test on per-run values.
+fn run_test(base_values: &[f64], new_values: &[f64]) -> Result<TestResult, String> {
+    let base = Moments::of(base_values);
+    if base.mean == 0.0 {
+        return Err("base is 0, so no relative change".into());
+    }
+    Ok(TestResult::welch(
+        TestMethod::WelchRuns,
+        base,
+        Moments::of(new_values),
+    ))
+}
+
+/// The seeded bootstrap of a quantile difference on the pooled calls.
+fn bootstrap_test(
+    seed_name: &str,
+    q: f64,
+    base: &Pooled,
+    new: &Pooled,
+) -> Result<TestResult, String> {
+    let base_quantile = base
+        .sample
+        .quantile(q)
+        .filter(|&v| v > 0.0)
+        .ok_or("no calls on one side")?;
+    let result = quantile_difference(&base.sample, &new.sample, q, RESAMPLES, seed_for(seed_name))
+        .ok_or("no calls on one side")?;
+    let pct = |v: f64| 100.0 * v / base_quantile;
+    Ok(TestResult {
+        method: TestMethod::BootstrapCalls,
+        statistic: (result.standard_error > 0.0).then(|| result.observed / result.standard_error),
+        df: None,
+        p: result.p,
+        p_adjusted: result.p,
+        change_pct: pct(result.observed),
+        ci_low_pct: pct(result.ci.0),
+        ci_high_pct: pct(result.ci.1),
+    })
+}
+
+/// The largest error of a midpoint reading of the bucket holding `value_ns`.
+fn reading_error_ns(value_ns: f64) -> f64 {
+    let index = bucket_index(value_ns.max(0.0).round() as u64);
+    (bucket_upper_bound(index) - bucket_lower_bound(index)).div_ceil(2) as f64
+}
+
+/// Smallest change of a quantile the histogram resolves, in percent of base. A quantile
+/// reading is a bucket midpoint, off by up to half the bucket (≤ 1.6%; 0 below 64 ns where
+/// buckets are exact).
+/// - Tested on runs: the sum of both half-widths too (~one bucket). Seen on a real A/A pair:
+///   a sub-percent drift moved every run's p50 of one side into the next bucket, so the run
+///   ranges were apart and a pure quantization step of 2.5% passed as "significant".
+/// - Tested on calls (< 3 runs): the sum of both half-widths (~one bucket, 1.6–3.1%). With one
+///   reading per side, a one-bucket step may be a tiny change crossing a bucket boundary.
+///   The same floor applies to avg tested on calls: the exact mean is not quantized, but one
+///   run per side cannot measure boot-to-boot variation (commonly 0.5–4% for kernel paths),
+///   which a per-call standard error (~0.01% at 20k calls) would otherwise call significant.
+fn resolution_pct(base_ns: f64, new_ns: f64, on_calls: bool) -> f64 {
+    if base_ns <= 0.0 {
+        return 0.0;
+    }
+    let (base_error, new_error) = (reading_error_ns(base_ns), reading_error_ns(new_ns));
+    let _ = on_calls; // the same floor either way; see above
+    100.0 * (base_error + new_error) / base_ns
+}
+
+/// Rows for the workload metrics both sides reported (Welch on runs only: a workload metric
+/// is one number per run, with no calls to pool).
+pub(super) fn compare_workload(base: &Side, new: &Side) -> Vec<Row> {
+    let new_keys = new.workload_keys();
+    let common = base
+        .workload_keys()
+        .into_iter()
+        .filter(|key| new_keys.contains(key));
+    common
+        .map(|key| workload_row(key, &base.workload_values(key), &new.workload_values(key)))
+        .collect()
+}
+
+fn workload_row(key: &str, base_values: &[f64], new_values: &[f64]) -> Row {
+    let unit = if key.ends_with("_ns") {
+        Unit::Ns
+    } else {
+        Unit::Number
+    };
+    let is_time = ["_ns", "_us", "_ms"]
+        .iter()
+        .any(|suffix| key.ends_with(suffix));
+    let mut row = Row::new(
+        key.into(),
+        unit,
+        is_time,
+        SideStats::of(base_values),
+        SideStats::of(new_values),
+    );
+    let enough =
+        base_values.len() >= MIN_RUNS_FOR_RUN_TEST && new_values.len() >= MIN_RUNS_FOR_RUN_TEST;
+    let test = if enough {
+        run_test(base_values, new_values)
+    } else {
+        Err(format!("needs ≥ {MIN_RUNS_FOR_RUN_TEST} runs per side"))
+    };
+    match test {
+        Ok(test) => row.test = Some(test),
+        Err(reason) => row.not_tested = Some(reason),
+    }
+    row
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolution_is_one_bucket_on_runs_and_on_calls() {
+        // 203 ns lies in [200, 203] (width 4 in [128, 256)): a reading is off by ≤ 2 ns.
+        assert!((resolution_pct(203.0, 173.0, false) - 100.0 * 4.0 / 203.0).abs() < 1e-12);
+        assert!((resolution_pct(203.0, 173.0, true) - 100.0 * 4.0 / 203.0).abs() < 1e-12);
+        // At the bottom of an octave a bucket is 3.1% wide; at the top 1.6%.
+        assert!((resolution_pct(1_024.0, 1_024.0, true) - 3.125).abs() < 1e-12);
+        assert!((resolution_pct(1_024.0, 1_024.0, false) - 3.125).abs() < 1e-12);
+        assert!((resolution_pct(2_000.0, 2_000.0, true) - 1.6).abs() < 1e-12);
+        assert_eq!(resolution_pct(40.0, 41.0, true), 0.0);
+    }
+}

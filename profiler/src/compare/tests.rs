@@ -1,0 +1,718 @@
+//! End-to-end tests on synthetic recordings with known shifts and spreads.
+
+use std::collections::BTreeMap;
+
+use super::bootstrap::Rng;
+use super::*;
+use crate::model::{FunctionRecord, Histogram, Losses, RunRecord, SCHEMA_VERSION};
+
+/// How a synthetic function's latencies are drawn.
+#[derive(Clone, Copy)]
+struct Shape {
+    mean_ns: f64,
+    /// Relative standard deviation of single calls (normal, truncated at 1 ns).
+    spread: f64,
+    /// Relative standard deviation of each run's mean around `mean_ns` (boot-to-boot noise).
+    run_jitter: f64,
+    runs: usize,
+    calls_per_run: u64,
+}
+
+const TEN_PERCENT_BASE: Shape = Shape {
+    mean_ns: 1_000.0,
+    spread: 0.02,
+    run_jitter: 0.003,
+    runs: 5,
+    calls_per_run: 20_000,
+};
+
+/// One function's record from raw durations, through the same constructor hotprof uses.
+fn function_record(name: &str, durations: &[u64]) -> FunctionRecord {
+    let mut histogram = Histogram::new();
+    durations.iter().for_each(|&d| histogram.record(d));
+    let sum: u64 = durations.iter().sum();
+    let sum_sq: u128 = durations.iter().map(|&d| d as u128 * d as u128).sum();
+    let (min, max) = (
+        *durations.iter().min().unwrap(),
+        *durations.iter().max().unwrap(),
+    );
+    let symbol = format!("{name}.isra.0");
+    FunctionRecord::from_aggregates(
+        name.into(),
+        symbol,
+        &histogram,
+        durations.len() as u64,
+        sum,
+        sum_sq,
+        min,
+        max,
+    )
+}
+
+fn run_durations(shape: &Shape, rng: &mut Rng) -> Vec<u64> {
+    let run_mean = shape.mean_ns * (1.0 + shape.run_jitter * rng.normal());
+    (0..shape.calls_per_run)
+        .map(|_| {
+            (run_mean * (1.0 + shape.spread * rng.normal()))
+                .round()
+                .max(1.0) as u64
+        })
+        .collect()
+}
+
+/// A recording of `functions` (name, shape); `--runs N` form when the shape has several runs.
+/// Each run also reports `syscall_lat.avg_ns`: the first function's run mean.
+fn recording(functions: &[(&str, Shape)], seed: u64) -> Recording {
+    let mut rng = Rng::new(seed);
+    let runs = functions[0].1.runs;
+    let mut all_durations: Vec<Vec<u64>> = vec![Vec::new(); functions.len()];
+    let mut run_records = Vec::new();
+    for _ in 0..runs {
+        let mut run = RunRecord {
+            duration_ns: 1,
+            ..RunRecord::default()
+        };
+        for (index, (name, shape)) in functions.iter().enumerate() {
+            let durations = run_durations(shape, &mut rng);
+            run.functions.push(function_record(name, &durations));
+            all_durations[index].extend(durations);
+        }
+        run.workload_metrics =
+            BTreeMap::from([("syscall_lat.avg_ns".to_string(), run.functions[0].mean_ns)]);
+        run_records.push(run);
+    }
+    Recording {
+        schema_version: SCHEMA_VERSION,
+        tool: "hotprof test".into(),
+        kernel: "6.12.0".into(),
+        mode: "fentry".into(),
+        duration_ns: 1,
+        command: vec!["syscall_lat".into()],
+        functions: functions
+            .iter()
+            .zip(&all_durations)
+            .map(|((name, _), d)| function_record(name, d))
+            .collect(),
+        losses: Losses::default(),
+        probe_overhead_ns: None,
+        runs: if runs > 1 { run_records } else { Vec::new() },
+    }
+}
+
+fn row<'a>(comparison: &'a Comparison, function: &str, metric: &str) -> &'a Row {
+    let function = comparison
+        .functions
+        .iter()
+        .find(|f| f.name == function)
+        .expect("function compared");
+    function
+        .rows
+        .iter()
+        .find(|r| r.metric == metric)
+        .expect("metric compared")
+}
+
+fn all_rows(comparison: &Comparison) -> impl Iterator<Item = &Row> {
+    comparison
+        .functions
+        .iter()
+        .flat_map(|f| f.rows.iter())
+        .chain(comparison.workload.iter())
+}
+
+#[test]
+fn identical_inputs_show_no_significant_change() {
+    let recording = recording(
+        &[
+            ("getpid", TEN_PERCENT_BASE),
+            (
+                "audit_filter",
+                Shape {
+                    mean_ns: 90.0,
+                    ..TEN_PERCENT_BASE
+                },
+            ),
+        ],
+        1,
+    );
+    let comparison = compare(
+        std::slice::from_ref(&recording),
+        std::slice::from_ref(&recording),
+    )
+    .unwrap();
+    assert_eq!(comparison.functions.len(), 2);
+    assert_eq!(comparison.workload.len(), 1);
+    for row in all_rows(&comparison) {
+        assert_eq!(
+            row.verdict,
+            Verdict::NoSignificantChange,
+            "{}",
+            row.verdict_text
+        );
+        assert_eq!(row.change_pct, Some(0.0));
+        assert!(row.verdict_text.contains("no significant change"));
+    }
+    assert!(regression(&comparison, 0.0).is_empty());
+    assert!(
+        comparison.warnings.is_empty() && comparison.notes.is_empty(),
+        "{comparison:#?}"
+    );
+}
+
+#[test]
+fn identical_single_runs_are_never_significant() {
+    let single = Shape {
+        runs: 1,
+        ..TEN_PERCENT_BASE
+    };
+    let recording = recording(&[("getpid", single)], 2);
+    let comparison = compare(
+        std::slice::from_ref(&recording),
+        std::slice::from_ref(&recording),
+    )
+    .unwrap();
+    for row in all_rows(&comparison) {
+        let expected = if ["calls/run", "max"].contains(&row.metric.as_str()) {
+            Verdict::NotTested
+        } else {
+            Verdict::NoSignificantChange
+        };
+        assert_eq!(row.verdict, expected, "{}", row.verdict_text);
+    }
+    assert!(
+        comparison
+            .notes
+            .iter()
+            .any(|n| n.contains("as if every call were independent"))
+    );
+}
+
+#[test]
+fn ten_percent_slowdown_is_significant_with_the_right_size() {
+    let base = recording(&[("getpid", TEN_PERCENT_BASE)], 3);
+    let new = recording(
+        &[(
+            "getpid",
+            Shape {
+                mean_ns: 1_100.0,
+                ..TEN_PERCENT_BASE
+            },
+        )],
+        4,
+    );
+    let comparison = compare(&[base], &[new]).unwrap();
+    for metric in ["avg", "p50", "p90", "p99"] {
+        let row = row(&comparison, "getpid", metric);
+        let test = row.test.as_ref().unwrap();
+        assert_eq!(test.method, TestMethod::WelchRuns);
+        assert!(row.significant, "{}", row.verdict_text);
+        // avg is exact; p50 sits mid-distribution; p90/p99 also move with the bucket grid.
+        let tolerance = if matches!(metric, "avg" | "p50") {
+            0.5
+        } else {
+            2.0
+        };
+        assert!(
+            (test.change_pct - 10.0).abs() < tolerance,
+            "{}",
+            row.verdict_text
+        );
+        assert!(test.ci_low_pct > 0.0, "{}", row.verdict_text);
+        assert!(
+            row.verdict_text.starts_with(&format!("{metric} +")),
+            "{}",
+            row.verdict_text
+        );
+        assert!(
+            row.verdict_text.ends_with("(significant, p < 0.001)"),
+            "{}",
+            row.verdict_text
+        );
+    }
+    let avg = row(&comparison, "getpid", "avg");
+    assert!(
+        (avg.change_pct.unwrap() - 10.0).abs() < 0.5,
+        "{}",
+        avg.verdict_text
+    );
+    assert!(avg.base.stddev_pct.unwrap() < 1.0 && !avg.ranges_overlap);
+    assert_eq!(
+        row(&comparison, "getpid", "calls/run").verdict,
+        Verdict::NoSignificantChange
+    );
+    let workload = &comparison.workload[0];
+    assert!(
+        workload.significant && workload.higher_is_slower,
+        "{}",
+        workload.verdict_text
+    );
+
+    let flagged = regression(&comparison, 5.0);
+    let avg_line = flagged
+        .iter()
+        .find(|line| line.starts_with("getpid avg: "))
+        .expect("avg flagged");
+    assert!(
+        avg_line.contains(" → 1.10 µs, avg +") && avg_line.ends_with("(significant, p < 0.001)"),
+        "{avg_line}"
+    );
+    assert!(
+        flagged.iter().any(|line| line.starts_with("getpid p50:")),
+        "{flagged:?}"
+    );
+    assert!(
+        flagged
+            .iter()
+            .any(|line| line.starts_with("syscall_lat.avg_ns:")),
+        "{flagged:?}"
+    );
+    assert!(!flagged.iter().any(|line| line.contains("calls/run")));
+    assert!(
+        regression(&comparison, 15.0).is_empty(),
+        "{:?}",
+        regression(&comparison, 15.0)
+    );
+}
+
+#[test]
+fn a_speedup_is_significant_but_never_a_regression() {
+    let base = recording(
+        &[(
+            "getpid",
+            Shape {
+                mean_ns: 1_100.0,
+                ..TEN_PERCENT_BASE
+            },
+        )],
+        5,
+    );
+    let new = recording(&[("getpid", TEN_PERCENT_BASE)], 6);
+    let comparison = compare(&[base], &[new]).unwrap();
+    let p50 = row(&comparison, "getpid", "p50");
+    assert!(
+        p50.significant && p50.verdict_text.starts_with("p50 -9."),
+        "{}",
+        p50.verdict_text
+    );
+    assert!(regression(&comparison, 0.0).is_empty());
+}
+
+#[test]
+fn the_seed_thread_change_is_real() {
+    // Håkon Bugge's table: 203 → 173 ns per getpid, pstdev under 1 ns over 5 reboots.
+    let shape = Shape {
+        mean_ns: 203.0,
+        spread: 0.05,
+        run_jitter: 0.004,
+        runs: 5,
+        calls_per_run: 20_000,
+    };
+    let base = recording(&[("__audit_filter_op", shape)], 7);
+    let new = recording(
+        &[(
+            "__audit_filter_op",
+            Shape {
+                mean_ns: 173.0,
+                ..shape
+            },
+        )],
+        8,
+    );
+    let comparison = compare(&[base], &[new]).unwrap();
+    let avg = row(&comparison, "__audit_filter_op", "avg");
+    assert!(avg.significant, "{}", avg.verdict_text);
+    let expected = 100.0 * (173.0 - 203.0) / 203.0; // -14.8%
+    assert!(
+        (avg.test.unwrap().change_pct - expected).abs() < 0.5,
+        "{}",
+        avg.verdict_text
+    );
+}
+
+#[test]
+fn heavy_overlap_is_not_significant() {
+    // Same mean, 30% per-call spread, 2% boot-to-boot jitter of the run means.
+    let noisy = Shape {
+        mean_ns: 1_000.0,
+        spread: 0.3,
+        run_jitter: 0.02,
+        runs: 5,
+        calls_per_run: 20_000,
+    };
+    let shifted = Shape {
+        mean_ns: 1_010.0,
+        ..noisy
+    };
+    for (new_shape, seed) in [(noisy, 10), (shifted, 20)] {
+        let comparison = compare(
+            &[recording(&[("f", noisy)], seed)],
+            &[recording(&[("f", new_shape)], seed + 1)],
+        )
+        .unwrap();
+        for row in all_rows(&comparison) {
+            assert!(!row.significant, "{}", row.verdict_text);
+            assert!(
+                matches!(
+                    row.verdict,
+                    Verdict::NoSignificantChange | Verdict::Noise | Verdict::BelowResolution
+                ),
+                "{}",
+                row.verdict_text
+            );
+        }
+        assert!(regression(&comparison, 0.0).is_empty());
+    }
+}
+
+#[test]
+fn overlapping_run_ranges_are_noise() {
+    // A consistent shift that is tiny next to how far one odd run strays.
+    let base = recording(&[("f", TEN_PERCENT_BASE)], 30);
+    let mut new = recording(
+        &[(
+            "f",
+            Shape {
+                mean_ns: 1_050.0,
+                ..TEN_PERCENT_BASE
+            },
+        )],
+        31,
+    );
+    let outlier = recording(
+        &[(
+            "f",
+            Shape {
+                mean_ns: 1_000.0,
+                runs: 3,
+                ..TEN_PERCENT_BASE
+            },
+        )],
+        32,
+    );
+    new.runs.push(outlier.runs[0].clone());
+    let comparison = compare(&[base], &[new]).unwrap();
+    let avg = row(&comparison, "f", "avg");
+    assert!(
+        avg.ranges_overlap && !avg.significant,
+        "{}",
+        avg.verdict_text
+    );
+    assert!(
+        matches!(avg.verdict, Verdict::Noise | Verdict::NoSignificantChange),
+        "{}",
+        avg.verdict_text
+    );
+}
+
+#[test]
+fn single_runs_fall_back_to_call_level_tests() {
+    // No boot-to-boot jitter here: one run per side cannot measure it, so call-level tests
+    // would count it as part of the change (the note about independence says so).
+    let single = Shape {
+        runs: 1,
+        run_jitter: 0.0,
+        ..TEN_PERCENT_BASE
+    };
+    let base = recording(&[("getpid", single)], 40);
+    let new = recording(
+        &[(
+            "getpid",
+            Shape {
+                mean_ns: 1_100.0,
+                ..single
+            },
+        )],
+        41,
+    );
+    let comparison = compare(&[base], &[new]).unwrap();
+    let avg = row(&comparison, "getpid", "avg");
+    assert_eq!(avg.test.unwrap().method, TestMethod::WelchCalls);
+    assert!(
+        avg.significant && (avg.test.unwrap().change_pct - 10.0).abs() < 0.5,
+        "{}",
+        avg.verdict_text
+    );
+    let p50 = row(&comparison, "getpid", "p50");
+    assert_eq!(p50.test.unwrap().method, TestMethod::BootstrapCalls);
+    assert!(
+        p50.significant && (p50.test.unwrap().change_pct - 10.0).abs() < 0.5,
+        "{}",
+        p50.verdict_text
+    );
+    assert_eq!(
+        row(&comparison, "getpid", "max").verdict,
+        Verdict::NotTested
+    );
+    assert!(
+        comparison.workload.is_empty(),
+        "single-run recordings have no workload metrics"
+    );
+    let distribution = comparison.functions[0].calls_distribution.unwrap();
+    assert!(
+        distribution.prob_new_slower > 0.99 && distribution.p < 1e-10,
+        "{distribution:?}"
+    );
+}
+
+#[test]
+fn call_level_bootstrap_is_deterministic() {
+    let single = Shape {
+        runs: 1,
+        ..TEN_PERCENT_BASE
+    };
+    let base = [recording(&[("getpid", single)], 42)];
+    let new = [recording(
+        &[(
+            "getpid",
+            Shape {
+                mean_ns: 1_020.0,
+                ..single
+            },
+        )],
+        43,
+    )];
+    let first = compare(&base, &new).unwrap();
+    assert_eq!(
+        row(&first, "getpid", "p90").test.unwrap().method,
+        TestMethod::BootstrapCalls
+    );
+    assert_eq!(first, compare(&base, &new).unwrap());
+}
+
+#[test]
+fn several_files_on_a_side_are_more_runs() {
+    let single = Shape {
+        runs: 1,
+        ..TEN_PERCENT_BASE
+    };
+    let base: Vec<Recording> = (0..4)
+        .map(|seed| recording(&[("getpid", single)], 50 + seed))
+        .collect();
+    let new: Vec<Recording> = (0..3)
+        .map(|seed| {
+            recording(
+                &[(
+                    "getpid",
+                    Shape {
+                        mean_ns: 1_100.0,
+                        ..single
+                    },
+                )],
+                60 + seed,
+            )
+        })
+        .collect();
+    let comparison = compare(&base, &new).unwrap();
+    assert_eq!(
+        (
+            comparison.base.runs,
+            comparison.base.files,
+            comparison.new.runs
+        ),
+        (4, 4, 3)
+    );
+    let avg = row(&comparison, "getpid", "avg");
+    assert_eq!(
+        (avg.base.runs, avg.test.unwrap().method),
+        (4, TestMethod::WelchRuns)
+    );
+    assert!(avg.significant, "{}", avg.verdict_text);
+}
+
+#[test]
+fn mismatched_inputs_are_notes_warnings_or_one_line_errors() {
+    let shape = Shape {
+        runs: 1,
+        calls_per_run: 2_000,
+        ..TEN_PERCENT_BASE
+    };
+    let base = recording(&[("getpid", shape), ("only_base", shape)], 70);
+    let mut new = recording(&[("getpid", shape), ("only_new", shape)], 71);
+    new.kernel = "6.13.0".into();
+    new.mode = "kprobe".into();
+    new.losses.task_map_full = 3;
+    let comparison = compare(std::slice::from_ref(&base), std::slice::from_ref(&new)).unwrap();
+    assert_eq!(comparison.functions.len(), 1);
+    let notes = comparison.notes.join("\n");
+    assert!(
+        notes.contains("only in base, not compared: only_base"),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("only in new, not compared: only_new"),
+        "{notes}"
+    );
+    assert!(notes.contains("kernel: base 6.12.0, new 6.13.0"), "{notes}");
+    let warnings = comparison.warnings.join("\n");
+    assert!(
+        warnings.contains("probe mode differs (base fentry, new kprobe)"),
+        "{warnings}"
+    );
+    assert!(warnings.contains("new: 3 calls were dropped"), "{warnings}");
+
+    let disjoint = recording(&[("other", shape)], 72);
+    let error = compare(std::slice::from_ref(&base), &[disjoint]).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "no function is common to both sides: base has getpid, only_base; new has other"
+    );
+    assert_eq!(
+        compare(&[], &[base]).unwrap_err().to_string(),
+        "no base recording to compare"
+    );
+}
+
+#[test]
+fn renders_an_aligned_table_and_json() {
+    let base = recording(&[("getpid", TEN_PERCENT_BASE)], 80);
+    let new = recording(
+        &[(
+            "getpid",
+            Shape {
+                mean_ns: 1_100.0,
+                ..TEN_PERCENT_BASE
+            },
+        )],
+        81,
+    );
+    let comparison = compare(&[base], &[new]).unwrap();
+    let table = render_table(&comparison);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(
+        lines[0].starts_with("hotprof compare: base 5 run(s) (1 file; 6.12.0; fentry)"),
+        "{table}"
+    );
+    let header = lines.iter().find(|l| l.contains("%change")).unwrap();
+    let verdict_column = header.find("metric / verdict").unwrap();
+    let data: Vec<&&str> = lines
+        .iter()
+        .filter(|l| l.contains(" ns ") || l.contains(" µs "))
+        .collect();
+    assert!(data.len() >= 5, "{table}");
+    for line in data {
+        let byte = line
+            .char_indices()
+            .nth(header[..verdict_column].chars().count())
+            .unwrap()
+            .0;
+        assert!(
+            line[byte..].starts_with(|c: char| c.is_ascii_alphabetic() || c == '_'),
+            "misaligned: {line}\n{table}"
+        );
+    }
+    assert!(
+        table.contains("  avg +") && table.contains("(significant, p < 0.001)"),
+        "{table}"
+    );
+    assert!(table.contains("± 0."), "{table}");
+    assert!(
+        table.contains("getpid [getpid.isra.0]   calls: P(new slower) = 1.00"),
+        "{table}"
+    );
+
+    let json = serde_json::to_value(&comparison).unwrap();
+    assert_eq!(json["correction"], "holm");
+    let first = &json["functions"][0]["rows"][1];
+    assert_eq!(first["metric"], "avg");
+    assert_eq!(first["verdict"], "significant");
+    assert_eq!(first["test"]["method"], "welch_runs");
+    assert!(first["test"]["p_adjusted"].as_f64().unwrap() < 0.001);
+}
+
+/// How often a row is significant over `trials` seeds, per metric, and how often any row is.
+fn significance_rates(shape: Shape, factor: f64, trials: u64) -> (usize, BTreeMap<String, usize>) {
+    let mut per_metric: BTreeMap<String, usize> = BTreeMap::new();
+    let mut any = 0;
+    for seed in 0..trials {
+        let base = recording(&[("f", shape)], 1_000 + 2 * seed);
+        let new = recording(
+            &[(
+                "f",
+                Shape {
+                    mean_ns: shape.mean_ns * factor,
+                    ..shape
+                },
+            )],
+            1_001 + 2 * seed,
+        );
+        let comparison = compare(&[base], &[new]).unwrap();
+        let significant: Vec<&Row> = all_rows(&comparison)
+            .filter(|row| row.significant)
+            .collect();
+        significant
+            .iter()
+            .for_each(|row| *per_metric.entry(row.metric.clone()).or_default() += 1);
+        any += usize::from(!significant.is_empty());
+    }
+    (any, per_metric)
+}
+
+/// Calibration of the decision rule over 40 seeds per scenario (slow in debug builds: run with
+/// `cargo test --release -p profiler --lib compare -- --ignored --nocapture`). Last results:
+/// no false alarm in any A/A scenario below; every 10% shift found; single runs with 2% boot
+/// jitter are the known weak spot (~18/40), which the "fewer than 3 runs" note warns about.
+#[test]
+#[ignore = "calibration sweep; slow without --release"]
+fn false_alarm_and_detection_rates() {
+    let one_run = Shape {
+        runs: 1,
+        ..TEN_PERCENT_BASE
+    };
+    let noisy = Shape {
+        spread: 0.3,
+        run_jitter: 0.02,
+        ..TEN_PERCENT_BASE
+    };
+    let at_boundary = Shape {
+        mean_ns: 1_024.0,
+        spread: 0.01,
+        ..TEN_PERCENT_BASE
+    };
+    let no_change = [
+        ("A/A, 5 runs", TEN_PERCENT_BASE),
+        ("A/A, 5 runs, 30% spread, 2% jitter", noisy),
+        (
+            "A/A, 10 runs, quantiles at a bucket boundary",
+            Shape {
+                runs: 10,
+                ..at_boundary
+            },
+        ),
+        ("A/A, 1 run, 0.3% jitter", one_run),
+        (
+            "A/A, 1 run, quantiles at a bucket boundary",
+            Shape {
+                runs: 1,
+                ..at_boundary
+            },
+        ),
+    ];
+    for (label, shape) in no_change {
+        let (any, per_metric) = significance_rates(shape, 1.0, 40);
+        eprintln!("{label}: {any}/40 with a significant row {per_metric:?}");
+        assert!(any <= 2, "{label}: {any}/40 false alarms");
+    }
+    for (label, shape) in [
+        ("10% slower, 5 runs", TEN_PERCENT_BASE),
+        ("10% slower, 1 run", one_run),
+    ] {
+        let (_, per_metric) = significance_rates(shape, 1.1, 40);
+        eprintln!("{label}: {per_metric:?}");
+        assert!(
+            ["avg", "p50"]
+                .iter()
+                .all(|m| per_metric.get(*m) == Some(&40)),
+            "{label}: {per_metric:?}"
+        );
+    }
+    let (any, per_metric) = significance_rates(
+        Shape {
+            runs: 1,
+            run_jitter: 0.02,
+            ..TEN_PERCENT_BASE
+        },
+        1.0,
+        40,
+    );
+    eprintln!("A/A, 1 run, 2% jitter (unmeasurable without runs): {any}/40 {per_metric:?}");
+}

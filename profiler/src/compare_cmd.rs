@@ -1,0 +1,98 @@
+//! `hotprof compare` and `hotprof diff-flame`: the thin command layer over [`crate::compare`]
+//! and [`crate::flame::render_diff`].
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+
+use crate::model::load_recording;
+
+/// Options of `hotprof compare`.
+#[derive(Debug, clap::Args)]
+pub struct CompareArgs {
+    /// The base recording (`--json` output; with `--runs N` it holds N runs).
+    pub base: PathBuf,
+    /// The patched recording(s); several files are treated as more runs of the same side.
+    #[arg(required = true)]
+    pub new: Vec<PathBuf>,
+    /// Exit with code 3 if any significant slowdown exceeds this percentage (CI gate).
+    #[arg(long, value_name = "PCT", value_parser = parse_percent)]
+    pub fail_if_slower: Option<f64>,
+    /// Also write the comparison as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+fn parse_percent(text: &str) -> Result<f64, String> {
+    let value: f64 = text
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("'{text}' is not a percentage"))?;
+    if !(0.0..=10_000.0).contains(&value) {
+        return Err(format!("'{text}' must be between 0 and 10000"));
+    }
+    Ok(value)
+}
+
+/// Exit code of `compare` when `--fail-if-slower` trips.
+pub const REGRESSION_EXIT: i32 = 3;
+
+pub fn run_compare(args: &CompareArgs) -> anyhow::Result<i32> {
+    let base = vec![load_recording(&args.base)?];
+    let new = args
+        .new
+        .iter()
+        .map(|p| load_recording(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let comparison = crate::compare::compare(&base, &new)?;
+    print!("{}", crate::compare::render_table(&comparison));
+    if let Some(path) = &args.json {
+        let json = serde_json::to_vec_pretty(&comparison)?;
+        std::fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("hotprof: wrote {}", path.display());
+    }
+    if let Some(threshold) = args.fail_if_slower {
+        let slower = crate::compare::regression(&comparison, threshold);
+        if !slower.is_empty() {
+            for row in &slower {
+                eprintln!("hotprof: regression: {row}");
+            }
+            return Ok(REGRESSION_EXIT);
+        }
+    }
+    Ok(0)
+}
+
+/// Options of `hotprof diff-flame`.
+#[derive(Debug, clap::Args)]
+pub struct DiffFlameArgs {
+    /// Folded stacks of the base run (`--folded`).
+    pub base: PathBuf,
+    /// Folded stacks of the new run.
+    pub new: PathBuf,
+    /// Output SVG.
+    #[arg(short = 'o', long = "output", value_name = "FILE.svg")]
+    pub output: PathBuf,
+    /// Unit of the folded weights.
+    #[arg(long, default_value = "ns")]
+    pub unit: String,
+}
+
+pub fn run_diff_flame(args: &DiffFlameArgs) -> anyhow::Result<i32> {
+    let read = |path: &PathBuf| -> anyhow::Result<Vec<(String, u64)>> {
+        let data =
+            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        crate::flame::parse_folded(&data).with_context(|| format!("{}", path.display()))
+    };
+    let (base, new) = (read(&args.base)?, read(&args.new)?);
+    let title = format!(
+        "hotprof diff: {} → {} (red grew, blue shrank; normalized)",
+        args.base.display(),
+        args.new.display()
+    );
+    let svg = crate::flame::render_diff(&base, &new, &title, &args.unit)?;
+    std::fs::write(&args.output, svg)
+        .with_context(|| format!("cannot write {}", args.output.display()))?;
+    eprintln!("hotprof: wrote {}", args.output.display());
+    Ok(0)
+}
