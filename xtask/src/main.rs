@@ -7,6 +7,7 @@
 //! (`demo`).
 
 mod build;
+mod host;
 mod initramfs;
 mod kernels;
 mod scenarios;

@@ -81,6 +81,11 @@ pub const SCENARIOS: &[Scenario] = &[
         kernels: BOTH,
         run: stacks_flamegraph,
     },
+    Scenario {
+        name: "compare_audit_rules",
+        kernels: &[Kernel::V6_12],
+        run: compare_audit_rules,
+    },
 ];
 
 /// With a kprobe on getpid's syscall entry and the workload as the only process counted, the
@@ -373,6 +378,63 @@ fn stacks_flamegraph(ctx: &mut Ctx) -> Result<()> {
     ensure!(
         folded_total == sum_ns,
         "the folded stacks total {folded_total} ns, the histogram {sum_ns} ns"
+    );
+    Ok(())
+}
+
+/// A real A/B: `__audit_filter_op` walks every audit rule, so 1 rule vs 41 rules is a real
+/// slowdown that `hotprof compare` must call significant and in the right direction; the
+/// same configuration recorded twice must show no significant change in any row.
+fn compare_audit_rules(ctx: &mut Ctx) -> Result<()> {
+    let record = |name: &str| {
+        format!(
+            "hotprof --fn __audit_filter_op --runs 5 --no-calibrate --json /out/{name}.json -- syscall_lat 3000 >/dev/null"
+        )
+    };
+    let guest = ctx.run(&format!(
+        "audit_rules enable >/dev/null && audit_rules add 1 >/dev/null && {} && {} && \
+         audit_rules add 40 >/dev/null && {} && \
+         hotprof compare /out/base.json /out/more.json --json /out/ab.json --fail-if-slower 5; echo ab_rc=$?; \
+         hotprof compare /out/base.json /out/again.json --json /out/aa.json; echo aa_rc=$?",
+        record("base"),
+        record("again"),
+        record("more")
+    ))?;
+    ensure!(
+        guest.lines_containing("ab_rc=3").len() == 1,
+        "--fail-if-slower 5 must exit 3 on the 41-rule run"
+    );
+    ensure!(
+        guest.lines_containing("aa_rc=0").len() == 1,
+        "comparing A with A must exit 0"
+    );
+    let rows = |name: &str| -> Result<Vec<Value>> {
+        let comparison = guest.json(name)?;
+        let function = comparison["functions"]
+            .as_array()
+            .and_then(|f| f.iter().find(|f| f["name"] == "__audit_filter_op"))
+            .with_context(|| format!("{name} has no __audit_filter_op"))?;
+        Ok(function["rows"].as_array().cloned().unwrap_or_default())
+    };
+    let ab = rows("ab.json")?;
+    let avg = ab
+        .iter()
+        .find(|r| r["metric"] == "avg")
+        .context("no avg row")?;
+    ensure!(
+        avg["significant"] == true,
+        "1 → 41 rules is not significant: {avg}"
+    );
+    let change = avg["change_pct"].as_f64().context("no change_pct")?;
+    ensure!(
+        change > 20.0,
+        "1 → 41 rules changed avg by {change}%, want a clear slowdown"
+    );
+    let aa = rows("aa.json")?;
+    let significant: Vec<&Value> = aa.iter().filter(|r| r["significant"] == true).collect();
+    ensure!(
+        significant.is_empty(),
+        "A vs A has significant rows: {significant:?}"
     );
     Ok(())
 }

@@ -12,6 +12,7 @@ use anyhow::{Result, anyhow, bail};
 use clap::Args;
 
 use crate::build;
+use crate::host;
 use crate::kernels::{self, Kernel};
 use crate::scenarios::{Ctx, SCENARIOS, Scenario};
 use crate::setup;
@@ -69,6 +70,21 @@ const HOST_CHECKS: &[HostCheck] = &[
         name: "ebpf_load",
         about: "profiler's ebpf_load test, as root on the host",
         run: ebpf_load,
+    },
+    HostCheck {
+        name: "host_syscall_exact",
+        about: "hotprof --syscall getpid on the host kernel counts exactly",
+        run: host::syscall_exact,
+    },
+    HostCheck {
+        name: "host_no_kprobes_error",
+        about: "hotprof --fn on a kernel without kprobes: one clear line",
+        run: host::no_kprobes_error,
+    },
+    HostCheck {
+        name: "host_sample",
+        about: "hotprof sample shows the getpid path (top table + SVG)",
+        run: host::sample_getpid_path,
     },
 ];
 
