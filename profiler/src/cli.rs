@@ -46,6 +46,9 @@ pub enum Command {
     Compare(crate::compare_cmd::CompareArgs),
     /// Differential flamegraph of two folded-stack files (`--folded`), normalized.
     DiffFlame(crate::compare_cmd::DiffFlameArgs),
+    /// Show hotprof programs and kprobes still in the kernel (exit 1 if any): there should
+    /// never be any once hotprof has exited.
+    Status,
     /// On-CPU sampling profile with kernel and user stacks (perf_event; no kprobes needed).
     Sample(crate::sample::SampleArgs),
 }

@@ -15,6 +15,7 @@ pub mod record;
 pub mod report;
 pub mod resolve;
 pub mod sample;
+pub mod status;
 pub mod units;
 pub mod workload;
 

@@ -49,6 +49,8 @@ impl Workload {
         }
         if pid == 0 {
             unsafe {
+                // If hotprof dies, even by SIGKILL, the workload must not run on unmeasured.
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
                 let mut byte = 0u8;
                 if libc::read(gate_read.as_raw_fd(), (&mut byte as *mut u8).cast(), 1) != 1 {
                     // hotprof went away before releasing us: do not run unmeasured.

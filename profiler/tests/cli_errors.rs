@@ -144,3 +144,65 @@ fn unprivileged_users_are_told_which_capabilities() {
         "{stderr}"
     );
 }
+
+/// Recordings given to `hotprof compare` that are not usable: one line each, never a panic.
+#[test]
+fn bad_recordings_are_one_line_errors() {
+    let dir = std::env::temp_dir().join(format!("hotprof-bad-json-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let write = |name: &str, data: &[u8]| {
+        let path = dir.join(name);
+        std::fs::write(&path, data).unwrap();
+        path.to_string_lossy().into_owned()
+    };
+    let good = write(
+        "good.json",
+        br#"{"schema_version":1,"tool":"t","kernel":"k","mode":"kprobe","duration_ns":1,"functions":[{"name":"f","symbol":"f","count":1,"sum_ns":100,"min_ns":100,"max_ns":100,"mean_ns":100.0,"stddev_ns":0.0,"p50_ns":100,"p90_ns":100,"p99_ns":100,"p999_ns":100,"sum_sq_ns2":10000.0,"buckets":[[100,101,1]]}],"losses":{"depth_exceeded":0,"task_map_full":0,"unmatched_returns":0,"orphaned_frames":0,"open_at_stop":0,"slot_missing":0}}"#,
+    );
+    let huge = dir.join("huge.json");
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len(300 << 20)
+        .unwrap(); // sparse
+    let cases: Vec<(String, &str)> = vec![
+        (write("empty.json", b""), "is empty"),
+        (
+            write("truncated.json", br#"{"schema_version":1,"tool":"#),
+            "not a hotprof recording",
+        ),
+        (
+            write("version.json", br#"{"schema_version":7}"#),
+            "schema version 7",
+        ),
+        (write("array.json", b"[1,2,3]"), "no schema_version"),
+        (
+            write("binary.json", b"\x00\xff\xfe garbage"),
+            "not a hotprof recording",
+        ),
+        (
+            write(
+                "wrongtype.json",
+                br#"{"schema_version":1,"functions":"nope"}"#,
+            ),
+            "not a hotprof recording",
+        ),
+        (
+            huge.to_string_lossy().into_owned(),
+            "larger than any recording",
+        ),
+        (
+            dir.join("missing.json").to_string_lossy().into_owned(),
+            "cannot read",
+        ),
+    ];
+    for (path, expected) in &cases {
+        assert_one_line_error(&["compare", &good, path], expected);
+        assert_one_line_error(&["compare", path, &good], expected);
+    }
+    let not_folded = write("bad.folded", b"a;b;c notanumber\n");
+    assert_one_line_error(
+        &["diff-flame", &not_folded, &not_folded, "-o", "/tmp/x.svg"],
+        "bad.folded",
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

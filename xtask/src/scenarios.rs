@@ -82,6 +82,11 @@ pub const SCENARIOS: &[Scenario] = &[
         run: stacks_flamegraph,
     },
     Scenario {
+        name: "cleanup_on_signals",
+        kernels: BOTH,
+        run: cleanup_on_signals,
+    },
+    Scenario {
         name: "compare_audit_rules",
         kernels: &[Kernel::V6_12],
         run: compare_audit_rules,
@@ -435,6 +440,50 @@ fn compare_audit_rules(ctx: &mut Ctx) -> Result<()> {
     ensure!(
         significant.is_empty(),
         "A vs A has significant rows: {significant:?}"
+    );
+    Ok(())
+}
+
+/// Whatever ends hotprof — SIGINT, SIGTERM, SIGKILL, or its workload being killed — no
+/// hotprof program and no kprobe stays in the kernel, and the workload does not outlive it.
+/// `hotprof status` (which exits 1 while anything is loaded) is checked to see the probes
+/// while hotprof runs, so the "after" check cannot pass vacuously.
+fn cleanup_on_signals(ctx: &mut Ctx) -> Result<()> {
+    let script = r#"
+start() {
+  hotprof --fn vfs_read --mode kprobe --no-calibrate -- sleeper 100000 10000 > /out/run.txt 2>&1 &
+  pid=$!
+  for i in $(seq 1 60); do grep -q attached /out/run.txt && break; sleep 1; done
+  hotprof status > /dev/null; echo "during_$1=$?"
+}
+after() {
+  for i in $(seq 1 10); do hotprof status > /out/after_$1.txt && break; sleep 1; done
+  hotprof status > /dev/null; echo "after_$1=$?"
+  if pidof sleeper > /dev/null; then echo "orphan_$1"; kill -9 $(pidof sleeper); fi
+}
+for sig in INT TERM KILL; do
+  start $sig; kill -$sig $pid; wait $pid; echo "exit_$sig=$?"; after $sig
+done
+start WORKLOAD; kill -9 $(pidof sleeper); wait $pid; echo "exit_WORKLOAD=$?"; after WORKLOAD
+"#;
+    let guest = ctx.run(script)?;
+    for case in ["INT", "TERM", "KILL", "WORKLOAD"] {
+        ensure!(
+            guest.lines_containing(&format!("during_{case}=1")).len() == 1,
+            "{case}: hotprof status did not see the probes while hotprof ran"
+        );
+        ensure!(
+            guest.lines_containing(&format!("after_{case}=0")).len() == 1,
+            "{case}: probes or programs left behind after hotprof ended"
+        );
+        ensure!(
+            guest.lines_containing(&format!("orphan_{case}")).is_empty(),
+            "{case}: the workload outlived hotprof"
+        );
+    }
+    ensure!(
+        guest.lines_containing("exit_WORKLOAD=137").len() == 1,
+        "a killed workload's status must be passed on (137)"
     );
     Ok(())
 }
