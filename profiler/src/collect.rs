@@ -34,6 +34,8 @@ pub struct Snapshot {
     pub counters: [u64; NUM_COUNTERS as usize],
     /// Frames open right now (calls in flight).
     pub open_frames: u64,
+    /// Open frames of tasks that have exited: returns that were never seen.
+    pub dead_task_frames: u64,
 }
 
 /// Merges the per-CPU copies of one function's stats.
@@ -94,11 +96,15 @@ pub fn snapshot(ebpf: &Ebpf, functions: usize) -> anyhow::Result<Snapshot> {
             .iter()
             .sum();
     }
-    snapshot.open_frames = tasks
-        .iter()
-        .filter_map(Result::ok)
-        .map(|(_, task)| u64::from(task.depth))
-        .sum();
+    // An open frame of a task that no longer exists will never close: its return was missed
+    // (kretprobe instances exhausted). Only frames of live tasks are really in flight.
+    for (tid, task) in tasks.iter().filter_map(Result::ok) {
+        if std::path::Path::new(&format!("/proc/{tid}")).exists() {
+            snapshot.open_frames += u64::from(task.depth);
+        } else {
+            snapshot.dead_task_frames += u64::from(task.depth);
+        }
+    }
     Ok(snapshot)
 }
 
@@ -113,7 +119,7 @@ impl Snapshot {
             depth_exceeded: self.counter(Counter::DepthExceeded),
             task_map_full: self.counter(Counter::TaskMapFull),
             unmatched_returns: self.counter(Counter::UnmatchedReturn),
-            orphaned_frames: self.counter(Counter::OrphanedFrames),
+            orphaned_frames: self.counter(Counter::OrphanedFrames) + self.dead_task_frames,
             open_at_stop: self.open_frames,
             slot_missing: self.counter(Counter::SlotMissing),
             kernel_missed: 0,
@@ -142,6 +148,7 @@ impl Snapshot {
             functions,
             counters,
             open_frames: self.open_frames,
+            dead_task_frames: self.dead_task_frames,
         }
     }
 }

@@ -202,7 +202,7 @@ fn attach_kprobes(ebpf: &mut Ebpf, targets: &[Target]) -> Result<(), AttachError
             .attach(&target.symbol, 0)
             .map_err(|e| AttachError::Kprobe {
                 function: target.symbol.clone(),
-                reason: one_line(&e),
+                reason: kprobe_refusal(&e),
             })?;
     }
     let exit: &mut KProbe = program(ebpf, "kretprobe_exit")?;
@@ -212,10 +212,23 @@ fn attach_kprobes(ebpf: &mut Ebpf, targets: &[Target]) -> Result<(), AttachError
         exit.attach(&target.symbol, 0)
             .map_err(|e| AttachError::Kprobe {
                 function: target.symbol.clone(),
-                reason: one_line(&e),
+                reason: kprobe_refusal(&e),
             })?;
     }
     Ok(())
+}
+
+/// Why the kernel refused a kprobe, with what EINVAL means there.
+fn kprobe_refusal(error: &dyn std::error::Error) -> String {
+    let text = one_line(error);
+    if text.contains("os error 22") {
+        format!(
+            "{text}: the kernel does not allow a kprobe at this function's entry \
+             (noinstr code, a jump label or BUG site there); probe a caller instead"
+        )
+    } else {
+        text
+    }
 }
 
 /// Attaches `syscalls/sys_enter_NAME` and `sys_exit_NAME` for each syscall.

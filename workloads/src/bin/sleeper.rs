@@ -26,8 +26,8 @@ with the remaining time if a signal interrupts it) and is timed with
 CLOCK_MONOTONIC.
 
 Output (last line):
-  sleeper: count=C sleep_us=U avg_ns=A min_ns=L max_ns=H total_ns=S pid=P
-    avg_ns, min_ns, max_ns  measured length of one sleep
+  sleeper: count=C sleep_us=U avg_ns=A p50_ns=M min_ns=L max_ns=H total_ns=S pid=P
+    avg_ns, p50_ns, min_ns, max_ns  measured length of one sleep (p50: the median)
     total_ns                sum of all measured sleeps
 ";
 
@@ -44,6 +44,7 @@ fn run(args: &Args) -> Result<Report, Error> {
         .field("count", count)
         .field("sleep_us", micros)
         .float("avg_ns", average(stats.total_ns, count), 1)
+        .field("p50_ns", stats.median_ns)
         .field("min_ns", stats.min_ns)
         .field("max_ns", stats.max_ns)
         .field("total_ns", stats.total_ns)
@@ -53,6 +54,7 @@ fn run(args: &Args) -> Result<Report, Error> {
 /// Measured sleep lengths.
 struct SleepStats {
     total_ns: u64,
+    median_ns: u64,
     min_ns: u64,
     max_ns: u64,
 }
@@ -60,9 +62,11 @@ struct SleepStats {
 fn sleep_repeatedly(count: u64, length: Duration) -> Result<SleepStats, Error> {
     let mut stats = SleepStats {
         total_ns: 0,
+        median_ns: 0,
         min_ns: u64::MAX,
         max_ns: 0,
     };
+    let mut lengths = Vec::with_capacity(count.min(1 << 20) as usize);
     for _ in 0..count {
         let watch = Stopwatch::start();
         sleep_once(length)?;
@@ -70,7 +74,10 @@ fn sleep_repeatedly(count: u64, length: Duration) -> Result<SleepStats, Error> {
         stats.total_ns += slept;
         stats.min_ns = stats.min_ns.min(slept);
         stats.max_ns = stats.max_ns.max(slept);
+        lengths.push(slept);
     }
+    lengths.sort_unstable();
+    stats.median_ns = lengths[(lengths.len() - 1) / 2];
     Ok(stats)
 }
 
