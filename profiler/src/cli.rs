@@ -114,6 +114,15 @@ pub struct RecordArgs {
     #[arg(long, value_name = "FILE")]
     pub folded: Option<PathBuf>,
 
+    /// Write the stacks as a gzip'd pprof profile (latency and call-count samples; implies
+    /// --stacks), for `go tool pprof`, Parca or Pyroscope.
+    #[arg(long, value_name = "FILE.pb.gz")]
+    pub pprof: Option<PathBuf>,
+
+    /// Write a self-contained HTML report (percentiles, histogram chart, flamegraph).
+    #[arg(long, value_name = "FILE.html")]
+    pub html: Option<PathBuf>,
+
     /// What a stack's width means in --flamegraph/--folded.
     #[arg(long, value_enum, default_value_t = StackWeight::Latency)]
     pub weight: StackWeight,
@@ -170,6 +179,10 @@ pub struct FilterArgs {
 impl RecordArgs {
     /// Whether any option needs stacks captured.
     pub fn wants_stacks(&self) -> bool {
-        self.stacks || self.user_stacks || self.flamegraph.is_some() || self.folded.is_some()
+        self.stacks
+            || self.user_stacks
+            || self.flamegraph.is_some()
+            || self.folded.is_some()
+            || self.pprof.is_some()
     }
 }

@@ -21,6 +21,9 @@ pub struct CompareArgs {
     /// Also write the comparison as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Write a self-contained HTML page with both distributions overlaid.
+    #[arg(long, value_name = "FILE.html")]
+    pub html: Option<PathBuf>,
 }
 
 fn parse_percent(text: &str) -> Result<f64, String> {
@@ -49,6 +52,20 @@ pub fn run_compare(args: &CompareArgs) -> anyhow::Result<i32> {
     if let Some(path) = &args.json {
         let json = serde_json::to_vec_pretty(&comparison)?;
         std::fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("hotprof: wrote {}", path.display());
+    }
+    if let Some(path) = &args.html {
+        let title = format!(
+            "{} vs {}",
+            args.base.display(),
+            args.new
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let page = crate::export::html::render_comparison(&base[0], &new[0], &title);
+        std::fs::write(path, page).with_context(|| format!("cannot write {}", path.display()))?;
         eprintln!("hotprof: wrote {}", path.display());
     }
     if let Some(threshold) = args.fail_if_slower {

@@ -8,6 +8,7 @@ pub mod cli;
 pub mod collect;
 pub mod compare;
 pub mod compare_cmd;
+pub mod export;
 pub mod flame;
 pub mod list;
 pub mod model;

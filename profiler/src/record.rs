@@ -38,7 +38,16 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
         bail!("give either -p/--pid or a command after --, not both");
     }
     let filter = validate_filters(&args.filter)?;
-    if let Some(path) = &args.json {
+    for path in [
+        &args.json,
+        &args.flamegraph,
+        &args.folded,
+        &args.pprof,
+        &args.html,
+    ]
+    .into_iter()
+    .flatten()
+    {
         check_writable(path)?;
     }
     if let Some(program) = args.command.first() {
@@ -217,8 +226,14 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
         );
     }
     print!("{}", report::render_recording(&recording));
-    if let Some(stacks) = stacks {
-        write_stacks(&args, &recording, &stacks, &targets)?;
+    let flamegraph = match stacks {
+        Some(stacks) => write_stacks(&args, &recording, &stacks, &targets)?,
+        None => None,
+    };
+    if let Some(path) = &args.html {
+        let page = crate::export::html::render_recording(&recording, flamegraph.as_deref());
+        std::fs::write(path, page).with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("hotprof: wrote {}", path.display());
     }
     if let Some(path) = &args.json {
         report::write_json(&recording, path)?;
@@ -227,13 +242,14 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
     Ok(exit_code)
 }
 
-/// `--stacks` outputs: a top-stacks summary, `--folded` and `--flamegraph`.
+/// `--stacks` outputs: a top-stacks summary, `--folded`, `--pprof` and `--flamegraph`.
+/// Returns the flamegraph SVG (for `--html`), rendered whenever an output wants it.
 fn write_stacks(
     args: &RecordArgs,
     recording: &Recording,
     stacks: &[collect::CollectedStack],
     targets: &[resolve::Target],
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Option<Vec<u8>>> {
     use crate::flame::Weight;
     use crate::report::stacks as out;
     let kernel =
@@ -253,7 +269,40 @@ fn write_stacks(
         out::write_folded(&folded, path)?;
         eprintln!("hotprof: wrote {}", path.display());
     }
-    if let Some(path) = &args.flamegraph {
+    if let Some(path) = &args.pprof {
+        // Latency and calls per stack, frames root first as pprof wants them.
+        let by_latency = out::fold(&records, Weight::LatencyNs, &kernel, args.user_stacks);
+        let by_count: std::collections::HashMap<String, u64> =
+            out::fold(&records, Weight::Count, &kernel, args.user_stacks)
+                .into_iter()
+                .collect();
+        let samples: Vec<crate::export::pprof::StackSample> = by_latency
+            .into_iter()
+            .map(|(stack, ns)| {
+                let calls = by_count.get(&stack).copied().unwrap_or(0);
+                let frames = stack
+                    .split(';')
+                    .map(|f| f.trim_end_matches(crate::flame::KERNEL_SUFFIX).to_string())
+                    .collect();
+                (frames, ns, calls)
+            })
+            .collect();
+        let meta = crate::export::pprof::ProfileMeta {
+            duration_nanos: recording.duration_ns,
+            comments: vec![format!(
+                "hotprof {} mode, kernel {}",
+                recording.mode, recording.kernel
+            )],
+            ..Default::default()
+        };
+        std::fs::write(path, crate::export::pprof::encode(&samples, &meta))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("hotprof: wrote {}", path.display());
+    }
+    if args.flamegraph.is_none() && args.html.is_none() {
+        return Ok(None);
+    }
+    {
         let names: Vec<&str> = recording
             .functions
             .iter()
@@ -285,10 +334,15 @@ fn write_stacks(
             },
             summary.join("; ")
         );
-        out::write_flamegraph(&folded, &title, &subtitle, weight.count_name(), path)?;
-        eprintln!("hotprof: wrote {}", path.display());
+        let svg =
+            crate::flame::render_flamegraph(&folded, &title, Some(&subtitle), weight.count_name())?;
+        if let Some(path) = &args.flamegraph {
+            std::fs::write(path, &svg)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            eprintln!("hotprof: wrote {}", path.display());
+        }
+        Ok(Some(svg))
     }
-    Ok(())
 }
 
 /// What stays the same across the runs of one invocation.
@@ -481,7 +535,7 @@ fn check_writable(path: &std::path::Path) -> anyhow::Result<()> {
         );
     }
     if path.is_dir() {
-        bail!("--json {}: is a directory", path.display());
+        bail!("{}: is a directory", path.display());
     }
     Ok(())
 }

@@ -106,7 +106,14 @@ pub fn sample_getpid_path() -> Result<()> {
     );
     let image = std::fs::read_to_string(&svg)?;
     let _ = std::fs::remove_file(&svg);
-    roxmltree::Document::parse(&image).context("the sample flamegraph is not valid XML")?;
+    roxmltree::Document::parse_with_options(
+        &image,
+        roxmltree::ParsingOptions {
+            allow_dtd: true,
+            ..Default::default()
+        },
+    )
+    .context("the sample flamegraph is not valid XML")?;
     ensure!(
         image.contains("do_syscall_64"),
         "the sample flamegraph has no do_syscall_64 frame"

@@ -12,7 +12,9 @@ use crate::util::{self, cargo_bin_dir, is_root, output, run, step};
 
 /// Debian packages: qemu boots the guest kernels; LLVM 22 (+ polly, zstd, zlib, which its
 /// cmake/llvm-config link line names) is what bpf-linker links against; busybox-static is the
-/// guest's whole userland; bpftool and bpftrace are for poking at probes by hand.
+/// guest's whole userland; bpftool and bpftrace are for poking at probes by hand. The export
+/// tests check hotprof's outputs with the real consumers: Prometheus (promtool, a server and
+/// the Python client's OpenMetrics parser), `go tool pprof`, and headless Chromium.
 pub const APT_PACKAGES: &[&str] = &[
     "qemu-system-x86",
     "llvm-22-dev",
@@ -23,6 +25,10 @@ pub const APT_PACKAGES: &[&str] = &[
     "cpio",
     "bpftool",
     "bpftrace",
+    "prometheus",
+    "python3-prometheus-client",
+    "golang-go",
+    "chromium",
 ];
 
 /// bpf-linker releases that build against LLVM 22.

@@ -1,0 +1,569 @@
+//! A recording as Prometheus metrics, for a scrape endpoint or the node exporter's textfile
+//! collector.
+//!
+//! Two encodings of the same metric families, chosen with [`Format`]:
+//! - [`Format::Prometheus`]: the Prometheus text exposition format 0.0.4
+//!   (`text/plain; version=0.0.4`), what `promtool check metrics`, the node exporter's
+//!   textfile collector and every Prometheus-compatible scraper read.
+//! - [`Format::OpenMetrics`]: OpenMetrics 1.0.0 text (`application/openmetrics-text;
+//!   version=1.0.0`). The two differ only where OpenMetrics insists: a counter's `# TYPE`
+//!   names the family without its `_total` suffix, `# UNIT` lines, and the `# EOF` trailer.
+//!   No single text is valid in both (the counter `# TYPE` rule conflicts), hence the choice.
+//!
+//! Every value is cumulative since the probes were attached, as Prometheus expects of
+//! counters and histograms: render the same (growing) recording again on every scrape.
+//!
+//! # Histogram buckets
+//!
+//! The in-kernel histogram is log-linear (32 buckets per power of two). Exposing all of them
+//! would be ~1000 series per function, so they are collapsed onto [`LE_BOUNDARIES_NS`]: one
+//! `le` per power of two from 64 ns to 2^36 ns (68.7 s), plus `+Inf`. Each boundary is
+//! `2^k − 1` ns, the inclusive upper edge of an in-kernel bucket, because Prometheus buckets
+//! count `value ≤ le` and durations are whole nanoseconds: `≤ 2^k − 1 ns` is exactly
+//! `< 2^k ns`, and no in-kernel bucket straddles it. So every cumulative count is exact,
+//! not interpolated (`le="0.000000063"` is "at most 63 ns", i.e. "under 64 ns").
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::model::{FunctionRecord, Recording};
+
+/// The exposition format to write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Prometheus text format 0.0.4.
+    Prometheus,
+    /// OpenMetrics 1.0.0 text format.
+    OpenMetrics,
+}
+
+impl Format {
+    /// The HTTP `Content-Type` a scrape endpoint must send with this format.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::Prometheus => "text/plain; version=0.0.4; charset=utf-8",
+            Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        }
+    }
+}
+
+/// Smallest and largest power of two (as exponents) that get an `le` boundary.
+const FIRST_POWER: u32 = 6;
+const LAST_POWER: u32 = 36;
+
+/// The finite `le` boundaries in nanoseconds: `2^k − 1` for k in 6..=36 (63 ns … 68.7 s),
+/// each the inclusive upper edge of an in-kernel bucket (see the module documentation).
+pub const LE_BOUNDARIES_NS: [u64; (LAST_POWER - FIRST_POWER + 1) as usize] = {
+    let mut bounds = [0u64; (LAST_POWER - FIRST_POWER + 1) as usize];
+    let mut i = 0;
+    while i < bounds.len() {
+        bounds[i] = (1u64 << (FIRST_POWER + i as u32)) - 1;
+        i += 1;
+    }
+    bounds
+};
+
+/// Cumulative counts for [`LE_BOUNDARIES_NS`] followed by `+Inf`, from raw
+/// `[lower_ns, upper_ns, count]` buckets (any order).
+///
+/// A bucket counts towards every boundary at or above its inclusive upper edge. For buckets
+/// of the hotprof layout that is exact; a foreign bucket straddling a boundary is counted
+/// above it (never under-reporting latency).
+pub fn cumulative_buckets(buckets: &[[u64; 3]]) -> [u64; LE_BOUNDARIES_NS.len() + 1] {
+    let mut per_slot = [0u64; LE_BOUNDARIES_NS.len() + 1];
+    for &[_, upper, count] in buckets {
+        let slot = LE_BOUNDARIES_NS.partition_point(|&bound| bound < upper);
+        per_slot[slot] += count;
+    }
+    let mut running = 0;
+    for slot in &mut per_slot {
+        running += *slot;
+        *slot = running;
+    }
+    per_slot
+}
+
+/// `ns` nanoseconds as an exact decimal number of seconds (`1500` → `0.0000015`,
+/// `2_000_000_000` → `2.0`): no float rounding on the way out.
+pub fn seconds(ns: u64) -> String {
+    let fraction = format!("{:09}", ns % 1_000_000_000);
+    let fraction = fraction.trim_end_matches('0');
+    let fraction = if fraction.is_empty() { "0" } else { fraction };
+    format!("{}.{fraction}", ns / 1_000_000_000)
+}
+
+/// Escapes a label value: backslash, double quote and newline (both formats).
+pub fn escape_label_value(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Escapes `# HELP` text: backslash and newline (and, for OpenMetrics, double quote).
+fn escape_help(text: &str, format: Format) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '"' if format == Format::OpenMetrics => out.push_str("\\\""),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+    /// A constant 1 carrying labels: a gauge in 0.0.4, OpenMetrics' `info` type.
+    Info,
+}
+
+/// Writes the `# HELP`/`# TYPE` (and OpenMetrics `# UNIT`) header of a family. `name` is
+/// the family name without the `_total` (counter) or `_info` (info) suffix.
+fn header(
+    out: &mut String,
+    format: Format,
+    name: &str,
+    kind: Kind,
+    unit: Option<&str>,
+    help: &str,
+) {
+    let type_name = match kind {
+        Kind::Counter => "counter",
+        Kind::Gauge => "gauge",
+        Kind::Histogram => "histogram",
+        Kind::Info if format == Format::OpenMetrics => "info",
+        Kind::Info => "gauge",
+    };
+    // Prometheus 0.0.4 types the sample name (`x_total`, `x_info`); OpenMetrics types the
+    // family (`x`).
+    let typed = match (format, kind) {
+        (Format::Prometheus, Kind::Counter) => format!("{name}_total"),
+        (Format::Prometheus, Kind::Info) => format!("{name}_info"),
+        _ => name.to_string(),
+    };
+    let _ = writeln!(out, "# HELP {typed} {}", escape_help(help, format));
+    let _ = writeln!(out, "# TYPE {typed} {type_name}");
+    if let (Format::OpenMetrics, Some(unit)) = (format, unit) {
+        let _ = writeln!(out, "# UNIT {typed} {unit}");
+    }
+}
+
+/// `{a="x",b="y"}` from label pairs, values escaped; empty string for no labels.
+fn labels(pairs: &[(&str, &str)]) -> String {
+    if pairs.is_empty() {
+        return String::new();
+    }
+    let inner: Vec<String> = pairs
+        .iter()
+        .map(|(k, v)| format!("{k}=\"{}\"", escape_label_value(v)))
+        .collect();
+    format!("{{{}}}", inner.join(","))
+}
+
+/// One function's series after merging duplicates of the same `(name, symbol)`.
+struct Series<'a> {
+    name: &'a str,
+    symbol: &'a str,
+    /// Cumulative bucket counts; the last (`+Inf`) is also `_count`, so the two always agree
+    /// and the buckets stay monotonic even for a hand-built record whose `count` disagrees.
+    cumulative: [u64; LE_BOUNDARIES_NS.len() + 1],
+    sum_ns: u64,
+    self_sum_ns: u64,
+    below_min_latency: u64,
+}
+
+/// Functions keyed by their label values, in recording order. A function listed twice
+/// (same name and symbol) is merged: two series with one label set would be rejected.
+fn series(functions: &[FunctionRecord]) -> Vec<Series<'_>> {
+    let mut out: Vec<Series<'_>> = Vec::new();
+    let mut index: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    for function in functions {
+        let cumulative = cumulative_buckets(&function.buckets);
+        let key = (function.name.as_str(), function.symbol.as_str());
+        if let Some(&i) = index.get(&key) {
+            let s = &mut out[i];
+            for (total, add) in s.cumulative.iter_mut().zip(cumulative) {
+                *total += add;
+            }
+            s.sum_ns += function.sum_ns;
+            s.self_sum_ns += function.self_sum_ns;
+            s.below_min_latency += function.below_min_latency;
+        } else {
+            index.insert(key, out.len());
+            out.push(Series {
+                name: &function.name,
+                symbol: &function.symbol,
+                cumulative,
+                sum_ns: function.sum_ns,
+                self_sum_ns: function.self_sum_ns,
+                below_min_latency: function.below_min_latency,
+            });
+        }
+    }
+    out
+}
+
+/// The fields of [`crate::model::Losses`], by their JSON names, so a field added there is
+/// exported without touching this file.
+fn loss_fields(recording: &Recording) -> Vec<(String, u64)> {
+    let value = serde_json::to_value(&recording.losses).unwrap_or_default();
+    let Some(map) = value.as_object() else {
+        return Vec::new();
+    };
+    map.iter()
+        .filter_map(|(k, v)| v.as_u64().map(|n| (k.clone(), n)))
+        .collect()
+}
+
+/// Renders `recording` as metrics text in `format`.
+///
+/// Families: `hotprof_recording_info` (1, labelled `tool`, `kernel`, `mode`: a gauge in
+/// 0.0.4, an `info` in OpenMetrics),
+/// `hotprof_recording_duration_seconds`, `hotprof_function_latency_seconds` (histogram,
+/// labels `function`, `symbol`, `mode`, `kernel`), `hotprof_function_self_seconds_total`,
+/// `hotprof_function_below_min_latency_calls_total`, `hotprof_losses_total{kind}` (one per
+/// field of `Losses`) and, when calibrated, `hotprof_probe_overhead_seconds`.
+pub fn render(recording: &Recording, format: Format) -> String {
+    let mut out = String::new();
+    let mode = recording.mode.as_str();
+    let kernel = recording.kernel.as_str();
+
+    header(
+        &mut out,
+        format,
+        "hotprof_recording",
+        Kind::Info,
+        None,
+        "The hotprof run these metrics come from (always 1).",
+    );
+    let info = labels(&[
+        ("tool", &recording.tool),
+        ("kernel", kernel),
+        ("mode", mode),
+    ]);
+    let _ = writeln!(out, "hotprof_recording_info{info} 1");
+
+    header(
+        &mut out,
+        format,
+        "hotprof_recording_duration_seconds",
+        Kind::Gauge,
+        Some("seconds"),
+        "Wall time the probes have been attached and measuring.",
+    );
+    let _ = writeln!(
+        out,
+        "hotprof_recording_duration_seconds {}",
+        seconds(recording.duration_ns)
+    );
+
+    let all = series(&recording.functions);
+    let name = "hotprof_function_latency_seconds";
+    header(
+        &mut out,
+        format,
+        name,
+        Kind::Histogram,
+        Some("seconds"),
+        "Latency of each timed call of a kernel function, from entry to return. Buckets are exact: le=2^k-1 ns.",
+    );
+    for s in &all {
+        let base = [
+            ("function", s.name),
+            ("symbol", s.symbol),
+            ("mode", mode),
+            ("kernel", kernel),
+        ];
+        for (bound, cumulative) in LE_BOUNDARIES_NS.iter().zip(&s.cumulative) {
+            let le = seconds(*bound);
+            let mut pairs = base.to_vec();
+            pairs.push(("le", &le));
+            let _ = writeln!(out, "{name}_bucket{} {cumulative}", labels(&pairs));
+        }
+        let mut pairs = base.to_vec();
+        pairs.push(("le", "+Inf"));
+        let total = s.cumulative[LE_BOUNDARIES_NS.len()];
+        let _ = writeln!(out, "{name}_bucket{} {total}", labels(&pairs));
+        let _ = writeln!(out, "{name}_count{} {total}", labels(&base));
+        let _ = writeln!(out, "{name}_sum{} {}", labels(&base), seconds(s.sum_ns));
+    }
+
+    let name = "hotprof_function_self_seconds";
+    header(
+        &mut out,
+        format,
+        name,
+        Kind::Counter,
+        Some("seconds"),
+        "Total self time of the timed calls: each duration minus the probed calls nested inside it.",
+    );
+    for s in &all {
+        let pairs = labels(&[
+            ("function", s.name),
+            ("symbol", s.symbol),
+            ("mode", mode),
+            ("kernel", kernel),
+        ]);
+        let _ = writeln!(out, "{name}_total{pairs} {}", seconds(s.self_sum_ns));
+    }
+
+    let name = "hotprof_function_below_min_latency_calls";
+    header(
+        &mut out,
+        format,
+        name,
+        Kind::Counter,
+        None,
+        "Calls faster than --min-latency: counted here, not in the latency histogram.",
+    );
+    for s in &all {
+        let pairs = labels(&[
+            ("function", s.name),
+            ("symbol", s.symbol),
+            ("mode", mode),
+            ("kernel", kernel),
+        ]);
+        let _ = writeln!(out, "{name}_total{pairs} {}", s.below_min_latency);
+    }
+
+    let name = "hotprof_losses";
+    header(
+        &mut out,
+        format,
+        name,
+        Kind::Counter,
+        None,
+        "Events the probes could not time, by kind (the fields of losses in docs/json-schema.md).",
+    );
+    for (kind, value) in loss_fields(recording) {
+        let _ = writeln!(out, "{name}_total{} {value}", labels(&[("kind", &kind)]));
+    }
+
+    if let Some(overhead) = recording
+        .probe_overhead_ns
+        .filter(|v| v.is_finite() && *v >= 0.0)
+    {
+        let name = "hotprof_probe_overhead_seconds";
+        header(
+            &mut out,
+            format,
+            name,
+            Kind::Gauge,
+            Some("seconds"),
+            "hotprof's own measured cost per probed call (entry and return), calibrated at start-up.",
+        );
+        let _ = writeln!(out, "{name} {}", float(overhead / 1e9));
+    }
+
+    if format == Format::OpenMetrics {
+        out.push_str("# EOF\n");
+    }
+    out
+}
+
+/// A float in a form both formats parse (Rust's shortest round-trip representation, which
+/// never uses an exponent and always has a digit on each side of the point for
+/// non-integers).
+fn float(value: f64) -> String {
+    let text = format!("{value}");
+    if text.contains('.') {
+        text
+    } else {
+        format!("{text}.0")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use profiler_common::{NUM_BUCKETS, bucket_index, bucket_lower_bound, bucket_upper_bound};
+
+    use super::*;
+    use crate::model::{Histogram, Losses};
+
+    #[test]
+    fn boundaries_are_inclusive_upper_edges_of_kernel_buckets() {
+        assert_eq!(LE_BOUNDARIES_NS[0], 63);
+        assert_eq!(*LE_BOUNDARIES_NS.last().unwrap(), 68_719_476_735);
+        for bound in LE_BOUNDARIES_NS {
+            let index = bucket_index(bound);
+            assert_eq!(bucket_upper_bound(index), bound);
+            assert_eq!(
+                bucket_lower_bound(index + 1),
+                bound + 1,
+                "{bound} must end a bucket"
+            );
+        }
+        assert!(LE_BOUNDARIES_NS.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn no_kernel_bucket_straddles_a_boundary() {
+        for index in 0..NUM_BUCKETS {
+            let (lower, upper) = (bucket_lower_bound(index), bucket_upper_bound(index));
+            for bound in LE_BOUNDARIES_NS {
+                assert!(
+                    upper <= bound || lower > bound,
+                    "bucket [{lower}, {upper}] straddles {bound}"
+                );
+            }
+        }
+    }
+
+    /// The cumulative counts equal a brute-force count of `value ≤ le` over the raw values.
+    #[test]
+    fn cumulative_counts_are_exact() {
+        let mut values = vec![
+            0u64,
+            1,
+            62,
+            63,
+            64,
+            65,
+            127,
+            128,
+            1_000,
+            1_023,
+            1_024,
+            68_719_476_735,
+            68_719_476_736,
+            u64::MAX,
+        ];
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..5_000 {
+            // xorshift: values spread over 2^0..2^40 ns.
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            values.push(x >> (24 + x % 40));
+        }
+        let mut histogram = Histogram::new();
+        for &v in &values {
+            histogram.record(v);
+        }
+        let buckets: Vec<[u64; 3]> = histogram.iter().map(|(l, u, c)| [l, u, c]).collect();
+        let cumulative = cumulative_buckets(&buckets);
+        for (i, bound) in LE_BOUNDARIES_NS.iter().enumerate() {
+            let expected = values.iter().filter(|&&v| v <= *bound).count() as u64;
+            assert_eq!(cumulative[i], expected, "le {bound}");
+        }
+        assert_eq!(*cumulative.last().unwrap(), values.len() as u64);
+        assert!(cumulative.windows(2).all(|w| w[0] <= w[1]));
+    }
+
+    #[test]
+    fn straddling_foreign_buckets_count_above() {
+        // [60, 70] straddles 63: counted from le=127 on.
+        let cumulative = cumulative_buckets(&[[60, 70, 5]]);
+        assert_eq!((cumulative[0], cumulative[1]), (0, 5));
+    }
+
+    #[test]
+    fn seconds_are_exact_decimals() {
+        assert_eq!(seconds(0), "0.0");
+        assert_eq!(seconds(63), "0.000000063");
+        assert_eq!(seconds(1_500), "0.0000015");
+        assert_eq!(seconds(2_000_000_000), "2.0");
+        assert_eq!(seconds(68_719_476_735), "68.719476735");
+        assert_eq!(seconds(u64::MAX), "18446744073.709551615");
+        for ns in [63u64, 1_023, 1_048_575, 68_719_476_735] {
+            let parsed: f64 = seconds(ns).parse().unwrap();
+            assert_eq!(parsed, ns as f64 / 1e9);
+        }
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape_label_value(r#"a"b\c"#), r#"a\"b\\c"#);
+        assert_eq!(escape_label_value("x\ny"), "x\\ny");
+        assert_eq!(escape_label_value("µs ok"), "µs ok");
+    }
+
+    fn recording() -> Recording {
+        let mut histogram = Histogram::new();
+        for v in [50u64, 63, 64, 100, 5_000] {
+            histogram.record(v);
+        }
+        let function = FunctionRecord::from_aggregates(
+            "f".into(),
+            "f.isra.0".into(),
+            &histogram,
+            5,
+            5_277,
+            0,
+            50,
+            5_000,
+        );
+        Recording {
+            schema_version: crate::model::SCHEMA_VERSION,
+            tool: "hotprof 0.1.0".into(),
+            kernel: "6.1.0-\"weird\"\\".into(),
+            mode: "kprobe".into(),
+            duration_ns: 2_500_000_000,
+            command: vec![],
+            functions: vec![function.clone(), function],
+            losses: Losses {
+                depth_exceeded: 3,
+                ..Losses::default()
+            },
+            probe_overhead_ns: Some(412.5),
+            runs: vec![],
+        }
+    }
+
+    #[test]
+    fn renders_histogram_counters_and_losses() {
+        let text = render(&recording(), Format::Prometheus);
+        // Duplicated function merged into one series.
+        assert_eq!(
+            text.matches("hotprof_function_latency_seconds_count{")
+                .count(),
+            1
+        );
+        assert!(text.contains(r#"kernel="6.1.0-\"weird\"\\""#), "{text}");
+        assert!(text.contains(r#"le="0.000000063"} 4"#), "{text}");
+        assert!(text.contains(r#"le="0.000000127"} 8"#), "{text}");
+        assert!(text.contains(r#"le="+Inf"} 10"#), "{text}");
+        assert!(text.contains("_sum{function=\"f\",symbol=\"f.isra.0\",mode=\"kprobe\",kernel=\"6.1.0-\\\"weird\\\"\\\\\"} 0.000010554"));
+        assert!(text.contains("# TYPE hotprof_losses_total counter"));
+        assert!(text.contains("hotprof_losses_total{kind=\"depth_exceeded\"} 3"));
+        let losses = serde_json::to_value(Losses::default()).unwrap();
+        for kind in losses.as_object().unwrap().keys() {
+            assert!(
+                text.contains(&format!("hotprof_losses_total{{kind=\"{kind}\"}}")),
+                "{kind}"
+            );
+        }
+        assert!(text.contains("hotprof_probe_overhead_seconds 0.0000004125"));
+        assert!(text.contains("hotprof_recording_duration_seconds 2.5"));
+        assert!(!text.contains("# EOF"));
+        assert!(text.contains("# TYPE hotprof_recording_info gauge\nhotprof_recording_info{"));
+    }
+
+    #[test]
+    fn openmetrics_types_counter_families_and_ends_with_eof() {
+        let text = render(&recording(), Format::OpenMetrics);
+        assert!(text.contains("# TYPE hotprof_losses counter"));
+        assert!(text.contains("# TYPE hotprof_recording info\nhotprof_recording_info{"));
+        assert!(text.contains("# UNIT hotprof_function_latency_seconds seconds"));
+        assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn uncalibrated_recording_has_no_overhead_gauge() {
+        let mut recording = recording();
+        recording.probe_overhead_ns = None;
+        assert!(!render(&recording, Format::Prometheus).contains("overhead"));
+    }
+}
