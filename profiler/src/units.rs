@@ -44,17 +44,25 @@ pub fn parse_positive_duration(text: &str) -> Result<Duration, String> {
     Ok(duration)
 }
 
-/// Formats nanoseconds with an auto-scaled unit: `812 ns`, `2.00 µs`, `1.97 ms`, `3.20 s`.
-pub fn format_ns(ns: f64) -> String {
-    let (value, unit) = if ns < 1e3 {
-        return format!("{ns:.0} ns");
+/// Nanoseconds in the largest unit that keeps the value ≥ 1: `(2.0, "µs")` for 2000.
+pub fn scale_ns(ns: f64) -> (f64, &'static str) {
+    if ns < 1e3 {
+        (ns, "ns")
     } else if ns < 1e6 {
         (ns / 1e3, "µs")
     } else if ns < 1e9 {
         (ns / 1e6, "ms")
     } else {
         (ns / 1e9, "s")
-    };
+    }
+}
+
+/// Formats nanoseconds with an auto-scaled unit: `812 ns`, `2.00 µs`, `1.97 ms`, `3.20 s`.
+pub fn format_ns(ns: f64) -> String {
+    let (value, unit) = scale_ns(ns);
+    if unit == "ns" {
+        return format!("{ns:.0} ns");
+    }
     let decimals = if value < 10.0 {
         2
     } else if value < 100.0 {

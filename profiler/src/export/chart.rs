@@ -98,15 +98,7 @@ fn x_range(bins: &[Bin]) -> (f64, f64) {
 
 /// Short tick label for a round number of nanoseconds: `500 ns`, `2 µs`, `10 ms`, `1 s`.
 pub fn tick_label(ns: f64) -> String {
-    let (value, unit) = if ns < 1e3 {
-        (ns, "ns")
-    } else if ns < 1e6 {
-        (ns / 1e3, "µs")
-    } else if ns < 1e9 {
-        (ns / 1e6, "ms")
-    } else {
-        (ns / 1e9, "s")
-    };
+    let (value, unit) = crate::units::scale_ns(ns);
     let value = (value * 1000.0).round() / 1000.0;
     format!("{value} {unit}")
 }
