@@ -268,13 +268,23 @@ pub fn parse_recording(data: &[u8], shown: &str) -> Result<Recording, LoadError>
         path: shown.into(),
         reason: e.to_string(),
     })?;
-    for function in &recording.functions {
-        let in_buckets: u64 = function.buckets.iter().map(|b| b[2]).sum();
-        if in_buckets != function.count {
+    // Every function, top level and per run: the buckets must add up to the count, without
+    // overflow (fuzzing found a file whose bucket counts wrapped around to match).
+    let all_functions = recording
+        .functions
+        .iter()
+        .chain(recording.runs.iter().flat_map(|run| run.functions.iter()));
+    for function in all_functions {
+        let in_buckets = function
+            .buckets
+            .iter()
+            .try_fold(0u64, |total, bucket| total.checked_add(bucket[2]));
+        if in_buckets != Some(function.count) {
+            let held = in_buckets.map_or_else(|| "more than 2^64".to_string(), |n| n.to_string());
             return Err(LoadError::Inconsistent {
                 path: shown.into(),
                 reason: format!(
-                    "{}: buckets hold {in_buckets} calls but count is {}",
+                    "{}: buckets hold {held} calls but count is {}",
                     function.name, function.count
                 ),
             });
@@ -362,6 +372,18 @@ mod tests {
             assert!(message.contains(expected), "{message}");
             assert!(!message.contains('\n'), "{message}");
         }
+        // Bucket counts that wrap around to the function's count (found by fuzzing), in a run.
+        let mut value: serde_json::Value = serde_json::from_str(&good).unwrap();
+        let mut function = value["functions"][0].clone();
+        let count = function["count"].as_u64().unwrap();
+        function["buckets"] = serde_json::json!([[1, 1, u64::MAX], [2, 2, count + 1]]);
+        value["runs"] =
+            serde_json::json!([{"duration_ns": 1, "exit_code": 0, "functions": [function]}]);
+        let overflowing = value.to_string();
+        let message = parse_recording(overflowing.as_bytes(), "r.json")
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains("more than 2^64"), "{message}");
         let truncated = &good.as_bytes()[..good.len() / 2];
         assert!(parse_recording(truncated, "r.json").is_err());
     }
