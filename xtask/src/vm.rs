@@ -371,6 +371,19 @@ fn attempt(
         Wait::QemuExited => {}
     }
     let Some(exit_code) = state.exit_code else {
+        if state.ready_at.is_none() {
+            // Died during boot, before hotprof or any test code ran. Seen under TCG: an int3
+            // oops in sched_clock_cpu while the kernel patched its own text at boot (a
+            // cross-modifying-code race of the emulator). Worth one more boot.
+            let console_tail: String = console
+                .lines()
+                .rev()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" | ");
+            eprintln!("note: the guest died while booting ({console_tail})");
+            return Ok(Attempt::BootHung);
+        }
         let why = if state.ready_at.is_some() {
             "the guest died while running the command (kernel panic or oops?)"
         } else {
