@@ -184,6 +184,18 @@ struct Series<'a> {
     below_min_latency: u64,
 }
 
+impl<'a> Series<'a> {
+    /// The label set every per-function family shares.
+    fn base_labels(&self, mode: &'a str, kernel: &'a str) -> [(&'static str, &'a str); 4] {
+        [
+            ("function", self.name),
+            ("symbol", self.symbol),
+            ("mode", mode),
+            ("kernel", kernel),
+        ]
+    }
+}
+
 /// Functions keyed by their label values, in recording order. A function listed twice
 /// (same name and symbol) is merged: two series with one label set would be rejected.
 fn series(functions: &[FunctionRecord]) -> Vec<Series<'_>> {
@@ -280,12 +292,7 @@ pub fn render(recording: &Recording, format: Format) -> String {
         "Latency of each timed call of a kernel function, from entry to return. Buckets are exact: le=2^k-1 ns.",
     );
     for s in &all {
-        let base = [
-            ("function", s.name),
-            ("symbol", s.symbol),
-            ("mode", mode),
-            ("kernel", kernel),
-        ];
+        let base = s.base_labels(mode, kernel);
         for (bound, cumulative) in LE_BOUNDARIES_NS.iter().zip(&s.cumulative) {
             let le = seconds(*bound);
             let mut pairs = base.to_vec();
@@ -310,12 +317,7 @@ pub fn render(recording: &Recording, format: Format) -> String {
         "Total self time of the timed calls: each duration minus the probed calls nested inside it.",
     );
     for s in &all {
-        let pairs = labels(&[
-            ("function", s.name),
-            ("symbol", s.symbol),
-            ("mode", mode),
-            ("kernel", kernel),
-        ]);
+        let pairs = labels(&s.base_labels(mode, kernel));
         let _ = writeln!(out, "{name}_total{pairs} {}", seconds(s.self_sum_ns));
     }
 
@@ -329,12 +331,7 @@ pub fn render(recording: &Recording, format: Format) -> String {
         "Calls faster than --min-latency: counted here, not in the latency histogram.",
     );
     for s in &all {
-        let pairs = labels(&[
-            ("function", s.name),
-            ("symbol", s.symbol),
-            ("mode", mode),
-            ("kernel", kernel),
-        ]);
+        let pairs = labels(&s.base_labels(mode, kernel));
         let _ = writeln!(out, "{name}_total{pairs} {}", s.below_min_latency);
     }
 
