@@ -70,8 +70,13 @@ pub fn measure(mode: AttachedMode, kernel: Option<&KernelFunctions>) -> Result<O
             } else {
                 Mode::Kprobe
             };
-            attach::attach_functions(&mut ebpf, std::slice::from_ref(&target), wanted)
-                .map_err(|e| e.to_string())?;
+            attach::attach_functions(
+                &mut ebpf,
+                std::slice::from_ref(&target),
+                wanted,
+                &mut crate::progress::Progress::quiet(),
+            )
+            .map_err(|e| e.to_string())?;
         }
     }
     {

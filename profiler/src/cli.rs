@@ -8,18 +8,54 @@ use clap::{Args, Parser, Subcommand};
 use crate::attach::Mode;
 use crate::units::{parse_duration, parse_positive_duration};
 
+/// `hotprof --help` examples: the four seed scenarios, each a command that was run (the
+/// README's "Recipes" shows their output). `syscall_lat` and `audit_rules` are this repo's
+/// `workloads/`; `hackbench` is Debian's rt-tests.
 const EXAMPLES: &str = "\
 Examples:
-  # Per-call latency of the audit filter while a getpid loop runs (seed: 203 -> 173 ns)
-  sudo hotprof --fn __audit_filter_op -- syscall_lat 100000
-  # Every copy_*_iter* function for 5 s, one histogram each, JSON for later comparison
-  sudo hotprof --fn 'copy_*_iter*' --duration 5s --json copy.json
-  # _copy_to_user while reading a file, only calls slower than 1 us
-  sudo hotprof --fn _copy_to_user --min-latency 1us -- dd if=/tmp/f of=/dev/null bs=1M
-  # Syscall latency via tracepoints (works on kernels without kprobes)
-  sudo hotprof --syscall getpid --interval 1s
-  # Which functions match, and which probe modes can attach to them
-  sudo hotprof list 'copy_*_iter*'";
+  # Audit filter cost per syscall: load audit rules (auditctl, or `audit_rules add 3`),
+  # then time __audit_filter_op under a getpid loop; 5 runs kept for `hotprof compare`
+  sudo hotprof --fn __audit_filter_op --runs 5 --json base.json -- syscall_lat 100000
+  # Page-cache writes to tmpfs/shmem, and where they come from. copy_page_from_iter_atomic
+  # is notrace on Debian's 6.1/6.12 (kprobes refuse it), so time its caller
+  sudo hotprof --fn generic_perform_write --stacks -- dd if=/dev/zero of=/dev/shm/x bs=4k count=100000
+  # _copy_to_user under file reads (the seed used hdparm -T), with a latency flamegraph
+  sudo hotprof --fn _copy_to_user --stacks --flamegraph read.svg -- dd if=big.file of=/dev/null bs=1M
+  # Syscall latency under a hackbench load, a report per second (tracepoints, no kprobes)
+  sudo hotprof --syscall write --syscall read --interval 1s -- hackbench -g 10 -l 2000
+  # Which functions a glob matches, and which probe modes can attach to them
+  sudo hotprof list 'copy_*_iter*'
+
+Completions and man pages: hotprof completions bash, hotprof man --out DIR";
+
+const COMPARE_EXAMPLES: &str = "\
+Examples:
+  # Base kernel, then the patched one (same command), then the verdict
+  sudo hotprof --fn __audit_filter_op --runs 5 --json base.json -- syscall_lat 100000
+  sudo hotprof --fn __audit_filter_op --runs 5 --json new.json -- syscall_lat 100000
+  hotprof compare base.json new.json
+  # CI gate: exit 3 if a significant slowdown exceeds 5 %, plus an HTML overlay
+  hotprof compare base.json new.json --fail-if-slower 5 --html cmp.html";
+
+const DIFF_FLAME_EXAMPLES: &str = "\
+Examples:
+  sudo hotprof --fn generic_perform_write --folded base.folded -- tmpfs_write /dev/shm/x 64
+  sudo hotprof --fn generic_perform_write --folded new.folded -- tmpfs_write /dev/shm/x 64
+  hotprof diff-flame base.folded new.folded -o diff.svg";
+
+const SAMPLE_EXAMPLES: &str = "\
+Examples:
+  # Where a getpid loop spends its CPU, like perf record -g (no kprobes needed)
+  sudo hotprof sample --flamegraph cpu.svg -- syscall_lat 5000000
+  # A running process for 10 s, top 30 rows
+  sudo hotprof sample -p 1234 --duration 10s --top 30";
+
+const LIST_EXAMPLES: &str = "\
+Examples:
+  sudo hotprof list 'copy_*_iter*'
+  sudo hotprof list 'vfs_*'
+  # Why a function cannot be probed (notrace, inlined, blacklisted) and what is close
+  sudo hotprof list copy_page_from_iter_atomic";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -40,17 +76,53 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// List kernel functions matching a glob and which probe modes can attach to each.
+    #[command(after_help = LIST_EXAMPLES)]
     List(ListArgs),
     /// Compare two recordings (`--json`, ideally with `--runs N`): %change, stddev and a
     /// significance verdict per function and metric, like the kernel test robot.
+    #[command(after_help = COMPARE_EXAMPLES)]
     Compare(crate::compare_cmd::CompareArgs),
     /// Differential flamegraph of two folded-stack files (`--folded`), normalized.
+    #[command(after_help = DIFF_FLAME_EXAMPLES)]
     DiffFlame(crate::compare_cmd::DiffFlameArgs),
     /// Show hotprof programs and kprobes still in the kernel (exit 1 if any): there should
     /// never be any once hotprof has exited.
     Status,
     /// On-CPU sampling profile with kernel and user stacks (perf_event; no kprobes needed).
+    #[command(after_help = SAMPLE_EXAMPLES)]
     Sample(crate::sample::SampleArgs),
+    /// Print a shell completion script to stdout (bash, zsh, fish, elvish, powershell).
+    #[command(after_help = COMPLETIONS_EXAMPLES)]
+    Completions(CompletionsArgs),
+    /// Write the man pages generated from these definitions: hotprof.1 and one page per
+    /// subcommand with --out DIR, else hotprof.1 to stdout.
+    #[command(after_help = MAN_EXAMPLES)]
+    Man(ManArgs),
+}
+
+const COMPLETIONS_EXAMPLES: &str = "\
+Examples:
+  hotprof completions bash > /etc/bash_completion.d/hotprof
+  hotprof completions zsh > /usr/local/share/zsh/site-functions/_hotprof
+  hotprof completions fish > ~/.config/fish/completions/hotprof.fish";
+
+const MAN_EXAMPLES: &str = "\
+Examples:
+  sudo hotprof man --out /usr/local/share/man/man1 && man hotprof
+  hotprof man | man -l -";
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to generate the completion script for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Directory to write hotprof.1 and hotprof-SUBCOMMAND.1 into (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

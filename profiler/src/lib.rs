@@ -5,6 +5,7 @@
 pub mod attach;
 pub mod calibrate;
 pub mod cli;
+pub mod cli_docs;
 pub mod collect;
 pub mod compare;
 pub mod compare_cmd;
@@ -12,6 +13,7 @@ pub mod export;
 pub mod flame;
 pub mod list;
 pub mod model;
+pub mod progress;
 pub mod record;
 pub mod report;
 pub mod resolve;

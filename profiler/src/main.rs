@@ -37,6 +37,12 @@ fn main() {
             Some(Command::Status) => profiler::status::run(),
             Some(Command::Compare(args)) => profiler::compare_cmd::run_compare(&args),
             Some(Command::DiffFlame(args)) => profiler::compare_cmd::run_diff_flame(&args),
+            Some(Command::Completions(args)) => profiler::cli_docs::print_completions(args.shell)
+                .map(|()| 0)
+                .map_err(Into::into),
+            Some(Command::Man(args)) => profiler::cli_docs::write_man_pages(args.out.as_deref())
+                .map(|()| 0)
+                .map_err(Into::into),
             None => profiler::record::run(cli.record).await,
         }
     });

@@ -10,6 +10,7 @@ use crate::attach::{self, AttachedMode, ProbeConfig, TracepointOffsets};
 use crate::cli::{FilterArgs, RecordArgs};
 use crate::collect::{self, Snapshot};
 use crate::model::{FunctionRecord, Recording, RunRecord, SCHEMA_VERSION};
+use crate::progress::Progress;
 use crate::report;
 use crate::resolve::{self, KernelFunctions};
 use crate::workload::Workload;
@@ -149,7 +150,10 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
             }
             .into());
         }
-        let (mode, notes) = attach::attach_functions(&mut ebpf, &targets, args.mode)?;
+        let mut progress = Progress::stderr();
+        let (mode, notes) =
+            attach::attach_functions(&mut ebpf, &targets, args.mode, &mut progress)?;
+        progress.clear();
         for note in notes {
             eprintln!("hotprof: note: {note}");
         }
@@ -422,6 +426,12 @@ async fn measure(
     let mut ticker = args
         .interval
         .map(|i| tokio::time::interval_at(tokio::time::Instant::now() + i, i));
+    // Elapsed/remaining of --duration on a terminal; not while a workload runs, whose own
+    // output would interleave with the redrawn line.
+    let mut progress = Progress::stderr();
+    let mut progress_ticker = deadline
+        .filter(|_| workload.is_none() && progress.is_enabled())
+        .map(|_| tokio::time::interval(Duration::from_millis(250)));
     let mut previous = since.clone();
     let mut interval_index = 0u64;
     let mut outcome = RunOutcome {
@@ -453,14 +463,19 @@ async fn measure(
             }
             _ = async { ticker.as_mut().unwrap().tick().await }, if ticker.is_some() => {
                 interval_index += 1;
+                progress.clear();
                 let now = collect::snapshot(ebpf, session.probed.len())?;
                 let recording = session.recording(&now.since(&previous), args.interval.unwrap_or_default());
                 println!("--- interval {interval_index} ({} elapsed)", crate::units::format_ns(started.elapsed().as_nanos() as f64));
                 print!("{}", report::render_recording(&recording));
                 previous = now;
             }
+            _ = async { progress_ticker.as_mut().unwrap().tick().await }, if progress_ticker.is_some() => {
+                progress.waiting(started.elapsed(), args.duration.unwrap_or_default());
+            }
         }
     }
+    progress.clear();
     outcome.elapsed = started.elapsed();
     if let Some(waiting) = exited {
         // Stopped by a signal or the deadline: the workload was told to stop; reap it so it

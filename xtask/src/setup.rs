@@ -14,7 +14,9 @@ use crate::util::{self, cargo_bin_dir, is_root, output, run, step};
 /// cmake/llvm-config link line names) is what bpf-linker links against; busybox-static is the
 /// guest's whole userland; bpftool and bpftrace are for poking at probes by hand. The export
 /// tests check hotprof's outputs with the real consumers: Prometheus (promtool, a server and
-/// the Python client's OpenMetrics parser), `go tool pprof`, and headless Chromium.
+/// the Python client's OpenMetrics parser), `go tool pprof`, and headless Chromium. The
+/// completion and man page tests run bash, fish and zsh and render with man-db/groff;
+/// rt-tests is the real `hackbench` the README's syscall-latency recipe runs.
 pub const APT_PACKAGES: &[&str] = &[
     "qemu-system-x86",
     "llvm-22-dev",
@@ -29,6 +31,11 @@ pub const APT_PACKAGES: &[&str] = &[
     "python3-prometheus-client",
     "golang-go",
     "chromium",
+    "zsh",
+    "fish",
+    "man-db",
+    "groff",
+    "rt-tests",
 ];
 
 /// bpf-linker releases that build against LLVM 22.

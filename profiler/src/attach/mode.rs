@@ -10,6 +10,7 @@ use aya::{
 };
 use profiler_common::{FENTRY_SLOTS, SYSCALL_SLOTS, names};
 
+use crate::progress::Progress;
 use crate::resolve::Target;
 
 /// What the user asked for with `--mode`.
@@ -80,22 +81,24 @@ pub fn kprobes_available() -> bool {
 }
 
 /// Attaches the function probes. Returns the mode used and notes for the user (fallbacks).
+/// `progress` shows how far attaching has got (a 1000-function glob takes a while).
 pub fn attach_functions(
     ebpf: &mut Ebpf,
     targets: &[Target],
     mode: Mode,
+    progress: &mut Progress,
 ) -> Result<(AttachedMode, Vec<String>), AttachError> {
     let mut notes = Vec::new();
     match mode {
         Mode::Fentry => {
-            attach_fentry(ebpf, targets)?;
+            attach_fentry(ebpf, targets, progress)?;
             Ok((AttachedMode::Fentry, notes))
         }
         Mode::Kprobe => {
-            attach_kprobes(ebpf, targets)?;
+            attach_kprobes(ebpf, targets, progress)?;
             Ok((AttachedMode::Kprobe, notes))
         }
-        Mode::Auto => match attach_fentry(ebpf, targets) {
+        Mode::Auto => match attach_fentry(ebpf, targets, progress) {
             Ok(()) => Ok((AttachedMode::Fentry, notes)),
             Err(error) => {
                 detach_fentry(ebpf, targets.len());
@@ -111,14 +114,18 @@ pub fn attach_functions(
                     });
                 }
                 notes.push(format!("{error}; using kprobe/kretprobe instead"));
-                attach_kprobes(ebpf, targets)?;
+                attach_kprobes(ebpf, targets, progress)?;
                 Ok((AttachedMode::Kprobe, notes))
             }
         },
     }
 }
 
-fn attach_fentry(ebpf: &mut Ebpf, targets: &[Target]) -> Result<(), AttachError> {
+fn attach_fentry(
+    ebpf: &mut Ebpf,
+    targets: &[Target],
+    progress: &mut Progress,
+) -> Result<(), AttachError> {
     if targets.len() > FENTRY_SLOTS as usize {
         return Err(AttachError::TooManyForFentry {
             requested: targets.len(),
@@ -151,6 +158,7 @@ fn attach_fentry(ebpf: &mut Ebpf, targets: &[Target]) -> Result<(), AttachError>
         exit.load(&target.symbol, &btf)
             .map_err(|e| fail(one_line(&e)))?;
         exit.attach().map_err(|e| fail(one_line(&e)))?;
+        progress.attaching("fentry/fexit pairs", slot + 1, targets.len());
     }
     Ok(())
 }
@@ -167,7 +175,11 @@ fn detach_fentry(ebpf: &mut Ebpf, slots: usize) {
     }
 }
 
-fn attach_kprobes(ebpf: &mut Ebpf, targets: &[Target]) -> Result<(), AttachError> {
+fn attach_kprobes(
+    ebpf: &mut Ebpf,
+    targets: &[Target],
+    progress: &mut Progress,
+) -> Result<(), AttachError> {
     if !kprobes_available() {
         return Err(AttachError::NoKprobes {
             release: crate::kernel_release(),
@@ -197,23 +209,25 @@ fn attach_kprobes(ebpf: &mut Ebpf, targets: &[Target]) -> Result<(), AttachError
     entry
         .load()
         .map_err(|e| AttachError::Internal(format!("loading kprobe_entry: {}", one_line(&e))))?;
-    for target in targets {
+    for (done, target) in targets.iter().enumerate() {
         entry
             .attach(&target.symbol, 0)
             .map_err(|e| AttachError::Kprobe {
                 function: target.symbol.clone(),
                 reason: kprobe_refusal(&e),
             })?;
+        progress.attaching("kprobes", done + 1, targets.len());
     }
     let exit: &mut KProbe = program(ebpf, "kretprobe_exit")?;
     exit.load()
         .map_err(|e| AttachError::Internal(format!("loading kretprobe_exit: {}", one_line(&e))))?;
-    for target in targets {
+    for (done, target) in targets.iter().enumerate() {
         exit.attach(&target.symbol, 0)
             .map_err(|e| AttachError::Kprobe {
                 function: target.symbol.clone(),
                 reason: kprobe_refusal(&e),
             })?;
+        progress.attaching("kretprobes", done + 1, targets.len());
     }
     Ok(())
 }
