@@ -19,8 +19,9 @@ Examples:
   # Page-cache writes to tmpfs/shmem, and where they come from. copy_page_from_iter_atomic
   # is notrace on Debian's 6.1/6.12 (kprobes refuse it), so time its caller
   sudo hotprof --fn generic_perform_write --stacks -- dd if=/dev/zero of=/dev/shm/x bs=4k count=100000
-  # _copy_to_user under file reads (the seed used hdparm -T), with a latency flamegraph
-  sudo hotprof --fn _copy_to_user --stacks --flamegraph read.svg -- dd if=big.file of=/dev/null bs=1M
+  # Page-cache reads (the seed: _copy_to_user under hdparm -T) with a latency flamegraph;
+  # _copy_to_user is notrace on Debian's 6.1/6.12 too, so time the read path above it
+  sudo hotprof --fn filemap_read --stacks --flamegraph read.svg -- dd if=big.file of=/dev/null bs=1M
   # Syscall latency under a hackbench load, a report per second (tracepoints, no kprobes)
   sudo hotprof --syscall write --syscall read --interval 1s -- hackbench -g 10 -l 2000
   # Which functions a glob matches, and which probe modes can attach to them

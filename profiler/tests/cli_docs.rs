@@ -351,6 +351,7 @@ fn help_examples_parse_and_cover_the_seed_scenarios() {
         "generic_perform_write",
         "copy_page_from_iter_atomic",
         "_copy_to_user",
+        "filemap_read",
         "--syscall",
         "hackbench",
     ] {
