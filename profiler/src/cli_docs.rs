@@ -73,10 +73,11 @@ fn man_page(command: clap::Command) -> ManPage {
     let has_options = command.get_arguments().any(|arg| !arg.is_hide_set());
     let has_subcommands = command.get_subcommands().any(|sub| !sub.is_hide_set());
     let has_version = command.get_version().is_some();
-    // Subcommands have no version of their own; every page's footer names hotprof's.
-    let man = clap_mangen::Man::new(command)
-        .source(format!("hotprof {}", env!("CARGO_PKG_VERSION")))
-        .manual("hotprof manual");
+    // Subcommands have no version of their own; every page's footer names hotprof's. (No
+    // date: clap_mangen drops an empty .TH argument, so the source lands in the date slot,
+    // the footer's centre, which is where it is wanted anyway.)
+    let man =
+        clap_mangen::Man::new(command).source(format!("hotprof {}", env!("CARGO_PKG_VERSION")));
     let file_name = man.get_filename();
     let mut roff = Vec::new();
     // Writing into a Vec cannot fail.
