@@ -36,7 +36,8 @@ fn which(tool: &str) -> Option<PathBuf> {
 }
 
 fn scratch_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("hotprof-cli-docs-{}-{name}", std::process::id()));
+    // Cargo's per-target scratch space (target/tmp), not /tmp: nothing left behind there.
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli-docs-{name}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("scratch dir");
     dir
