@@ -51,6 +51,9 @@ pub enum Command {
     Status,
     /// On-CPU sampling profile with kernel and user stacks (perf_event; no kprobes needed).
     Sample(crate::sample::SampleArgs),
+    /// Serve the probes' latency histograms as a Prometheus/OpenMetrics `/metrics` endpoint,
+    /// read fresh from the kernel on every scrape; report on exit.
+    Serve(crate::serve::ServeArgs),
 }
 
 #[derive(Debug, Args)]

@@ -16,6 +16,7 @@ pub mod record;
 pub mod report;
 pub mod resolve;
 pub mod sample;
+pub mod serve;
 pub mod status;
 pub mod units;
 pub mod workload;
