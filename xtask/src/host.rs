@@ -437,3 +437,113 @@ fn bpf_program_ids(pid: u32) -> Result<Vec<u32>> {
     ids.dedup();
     Ok(ids)
 }
+
+/// `contrib/hotprof-exporter.service` is a valid unit (`systemd-analyze verify`, with
+/// ExecStart pointing at the hotprof just built) and its capability bounding set is enough:
+/// its ExecStart, run as root under exactly that bounding set with no_new_privs (`setpriv`,
+/// what systemd does for the unit), serves a scrape with a series per probed syscall and
+/// exits 0 on the unit's SIGTERM.
+pub fn systemd_unit() -> Result<()> {
+    use std::time::{Duration, Instant};
+    let (hotprof, _) = binaries()?;
+    let unit_path = crate::util::workspace_root().join("contrib/hotprof-exporter.service");
+    let unit = std::fs::read_to_string(&unit_path)
+        .with_context(|| format!("cannot read {}", unit_path.display()))?;
+    let setting = |key: &str| {
+        unit.lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+            .map(str::trim)
+            .with_context(|| format!("{key}= missing in the unit"))
+    };
+    let exec_start = setting("ExecStart")?;
+    let mut argv: Vec<String> = exec_start.split_whitespace().map(String::from).collect();
+    ensure!(
+        argv.first().map(String::as_str) == Some("/usr/local/bin/hotprof")
+            && argv.get(1).map(String::as_str) == Some("serve"),
+        "ExecStart must run /usr/local/bin/hotprof serve: {exec_start}"
+    );
+    argv[0] = hotprof.display().to_string();
+    let listen = argv
+        .iter()
+        .position(|a| a == "--listen")
+        .context("ExecStart has no --listen")?;
+    let port = free_port()?;
+    argv[listen + 1] = format!("127.0.0.1:{port}");
+    let dir = tempfile::tempdir()?;
+    let copy = dir.path().join("hotprof-exporter.service");
+    std::fs::write(&copy, unit.replace(exec_start, &argv.join(" ")))?;
+    let verify = output(Command::new("systemd-analyze").arg("verify").arg(&copy))?;
+    ensure!(
+        verify.status.success() && verify.stderr.is_empty(),
+        "systemd-analyze verify: {}{}",
+        String::from_utf8_lossy(&verify.stdout),
+        String::from_utf8_lossy(&verify.stderr)
+    );
+
+    let caps: Vec<String> = setting("CapabilityBoundingSet")?
+        .split_whitespace()
+        .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_ascii_lowercase()))
+        .collect();
+    let stderr_path = dir.path().join("stderr");
+    let mut serve = KillOnDrop(
+        Command::new("setpriv")
+            .arg(format!("--bounding-set=-all,{}", caps.join(",")))
+            .arg("--no-new-privs")
+            .args(&argv)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&stderr_path)?)
+            .spawn()
+            .context("cannot run setpriv (util-linux)")?,
+    );
+    let stderr = || std::fs::read_to_string(&stderr_path).unwrap_or_default();
+    let started = Instant::now();
+    while !stderr().contains("serving http://") {
+        ensure!(
+            serve.0.try_wait()?.is_none(),
+            "the unit's ExecStart under CapabilityBoundingSet={} failed: {}",
+            caps.join(","),
+            stderr()
+        );
+        ensure!(
+            started.elapsed() < Duration::from_secs(30),
+            "hotprof serve did not start: {}",
+            stderr()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (status, body) = http_get(port, "/metrics").context("no answer on /metrics")?;
+    ensure!(status == 200, "/metrics answered {status}: {body}");
+    for pair in argv.windows(2).filter(|w| w[0] == "--syscall") {
+        let series = format!(
+            "hotprof_function_latency_seconds_count{{function=\"{}\"",
+            pair[1]
+        );
+        ensure!(body.contains(&series), "no {series} in the scrape:\n{body}");
+    }
+    Command::new("kill")
+        .args(["-TERM", &serve.0.id().to_string()])
+        .status()?;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let exit = loop {
+        if let Some(exit) = serve.0.try_wait()? {
+            break exit;
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "hotprof serve ignored SIGTERM: {}",
+            stderr()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    ensure!(
+        exit.success(),
+        "hotprof serve exited with {exit} on SIGTERM: {}",
+        stderr()
+    );
+    println!(
+        "  unit verified; served under CapabilityBoundingSet={} and stopped cleanly",
+        caps.join(",")
+    );
+    Ok(())
+}

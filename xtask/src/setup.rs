@@ -14,7 +14,8 @@ use crate::util::{self, cargo_bin_dir, is_root, output, run, step};
 /// cmake/llvm-config link line names) is what bpf-linker links against; busybox-static is the
 /// guest's whole userland; bpftool and bpftrace are for poking at probes by hand. The export
 /// tests check hotprof's outputs with the real consumers: Prometheus (promtool, a server and
-/// the Python client's OpenMetrics parser), `go tool pprof`, and headless Chromium.
+/// the Python client's OpenMetrics parser), `go tool pprof`, and headless Chromium;
+/// `systemd-analyze` (systemd) and `setpriv` (util-linux) check the exporter's unit file.
 pub const APT_PACKAGES: &[&str] = &[
     "qemu-system-x86",
     "llvm-22-dev",
@@ -29,6 +30,8 @@ pub const APT_PACKAGES: &[&str] = &[
     "python3-prometheus-client",
     "golang-go",
     "chromium",
+    "systemd",
+    "util-linux",
 ];
 
 /// bpf-linker releases that build against LLVM 22.
