@@ -550,13 +550,11 @@ hotprof status > /dev/null; echo "after=$?"
     let guest = ctx.run(&script)?;
     let metrics = fs::read_to_string(guest.outcome.out_dir.join("metrics.txt"))
         .context("no scrape answered")?;
-    let series = format!(
-        "hotprof_function_latency_seconds_count{{function=\"__x64_sys_getpid\",symbol=\"__x64_sys_getpid\",mode=\"kprobe\",kernel=\""
-    );
+    let series = "hotprof_function_latency_seconds_count{function=\"__x64_sys_getpid\",symbol=\"__x64_sys_getpid\",mode=\"kprobe\",kernel=\"";
     ensure!(
         metrics
             .lines()
-            .any(|l| l.starts_with(&series) && l.ends_with(&format!("}} {CALLS}"))),
+            .any(|l| l.starts_with(series) && l.ends_with(&format!("}} {CALLS}"))),
         "no scrape showed {CALLS} calls:\n{metrics}"
     );
     for (line, what) in [
