@@ -92,6 +92,9 @@ pub enum Command {
     /// On-CPU sampling profile with kernel and user stacks (perf_event; no kprobes needed).
     #[command(after_help = SAMPLE_EXAMPLES)]
     Sample(crate::sample::SampleArgs),
+    /// Serve the probes' latency histograms as a Prometheus/OpenMetrics `/metrics` endpoint,
+    /// read fresh from the kernel on every scrape; report on exit.
+    Serve(crate::serve::ServeArgs),
     /// Print a shell completion script to stdout (bash, zsh, fish, elvish, powershell).
     #[command(after_help = COMPLETIONS_EXAMPLES)]
     Completions(CompletionsArgs),

@@ -18,6 +18,7 @@ pub mod record;
 pub mod report;
 pub mod resolve;
 pub mod sample;
+pub mod serve;
 pub mod status;
 pub mod units;
 pub mod workload;

@@ -34,6 +34,7 @@ fn main() {
         match cli.command {
             Some(Command::List(args)) => profiler::list::run(&args.pattern),
             Some(Command::Sample(args)) => profiler::sample::run(&args).await,
+            Some(Command::Serve(args)) => profiler::serve::run(args).await,
             Some(Command::Status) => profiler::status::run(),
             Some(Command::Compare(args)) => profiler::compare_cmd::run_compare(&args),
             Some(Command::DiffFlame(args)) => profiler::compare_cmd::run_diff_flame(&args),

@@ -16,13 +16,25 @@ use crate::resolve::{self, KernelFunctions};
 use crate::workload::Workload;
 
 /// One probed function or syscall: what the user asked for and what was attached.
-struct Probed {
-    name: String,
-    symbol: String,
+pub(crate) struct Probed {
+    pub(crate) name: String,
+    pub(crate) symbol: String,
 }
 
-/// Runs a recording; returns the process exit code (the workload's, when there is one).
-pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
+/// The probes of one invocation, loaded and attached: what `hotprof` (record) and
+/// `hotprof serve` share. Dropping `ebpf` detaches and unloads everything.
+pub(crate) struct Attached {
+    pub(crate) ebpf: aya::Ebpf,
+    pub(crate) probed: Vec<Probed>,
+    pub(crate) targets: Vec<resolve::Target>,
+    pub(crate) mode: AttachedMode,
+    /// Calibrated probe overhead per call (ns), unless skipped or not measurable.
+    pub(crate) overhead: Option<f64>,
+}
+
+/// Checks the arguments and the system before anything is loaded, so a typo costs nothing;
+/// returns the filters as the probes compare them.
+pub(crate) fn validate(args: &RecordArgs) -> anyhow::Result<Filters> {
     if args.functions.is_empty() && args.syscalls.is_empty() {
         bail!("nothing to measure: give --fn FUNC or --syscall NAME (see hotprof --help)");
     }
@@ -55,6 +67,12 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
         crate::workload::check_runnable(program)?;
     }
     attach::check_privileges().map_err(anyhow::Error::msg)?;
+    Ok(filter)
+}
+
+/// Resolves the targets, loads the programs with `args`' filters and attaches them, then
+/// calibrates the probe overhead (unless `--no-calibrate`).
+pub(crate) fn attach_probes(args: &RecordArgs, filter: Filters) -> anyhow::Result<Attached> {
     let tracefs = resolve::tracefs_root();
 
     let mut targets = Vec::new();
@@ -171,6 +189,26 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
             }
         }
     };
+    Ok(Attached {
+        ebpf,
+        probed,
+        targets,
+        mode,
+        overhead,
+    })
+}
+
+/// Runs a recording; returns the process exit code (the workload's, when there is one).
+pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
+    let filter = validate(&args)?;
+    let Attached {
+        mut ebpf,
+        probed,
+        targets,
+        mode,
+        overhead,
+    } = attach_probes(&args, filter)?;
+    let follow = !args.command.is_empty();
 
     let session = Session {
         probed: &probed,
@@ -350,11 +388,11 @@ fn write_stacks(
 }
 
 /// What stays the same across the runs of one invocation.
-struct Session<'a> {
-    probed: &'a [Probed],
-    mode: AttachedMode,
-    overhead: Option<f64>,
-    args: &'a RecordArgs,
+pub(crate) struct Session<'a> {
+    pub(crate) probed: &'a [Probed],
+    pub(crate) mode: AttachedMode,
+    pub(crate) overhead: Option<f64>,
+    pub(crate) args: &'a RecordArgs,
 }
 
 struct Signals {
@@ -380,24 +418,7 @@ async fn measure(
     since: &Snapshot,
 ) -> anyhow::Result<RunOutcome> {
     let args = session.args;
-    let mut workload = if args.command.is_empty() {
-        None
-    } else {
-        Some(Workload::spawn(&args.command)?)
-    };
-    {
-        let mut tgids: HashMap<_, u32, u8> = HashMap::try_from(
-            ebpf.map_mut(profiler_common::names::TGIDS)
-                .context("TGIDS map missing")?,
-        )?;
-        let pids = workload
-            .as_ref()
-            .map(|w| vec![w.pid])
-            .unwrap_or_else(|| args.filter.pids.clone());
-        for pid in pids {
-            tgids.insert(pid, 1, 0)?;
-        }
-    }
+    let mut workload = spawn_followed(ebpf, args)?;
     let started = Instant::now();
     if let Some(w) = workload.as_mut() {
         w.release()?;
@@ -495,9 +516,34 @@ async fn measure(
     Ok(outcome)
 }
 
+/// Spawns the workload after `--` (held at its gate: [`Workload::release`] starts it) and
+/// tells the probes which processes to follow: the workload, or the `-p` processes.
+pub(crate) fn spawn_followed(
+    ebpf: &mut aya::Ebpf,
+    args: &RecordArgs,
+) -> anyhow::Result<Option<Workload>> {
+    let workload = if args.command.is_empty() {
+        None
+    } else {
+        Some(Workload::spawn(&args.command)?)
+    };
+    let mut tgids: HashMap<_, u32, u8> = HashMap::try_from(
+        ebpf.map_mut(profiler_common::names::TGIDS)
+            .context("TGIDS map missing")?,
+    )?;
+    let pids = workload
+        .as_ref()
+        .map(|w| vec![w.pid])
+        .unwrap_or_else(|| args.filter.pids.clone());
+    for pid in pids {
+        tgids.insert(pid, 1, 0)?;
+    }
+    Ok(workload)
+}
+
 impl Session<'_> {
     /// A recording of `snapshot` (cumulative or one run's delta) over `elapsed`.
-    fn recording(&self, snapshot: &Snapshot, elapsed: Duration) -> Recording {
+    pub(crate) fn recording(&self, snapshot: &Snapshot, elapsed: Duration) -> Recording {
         let functions = self
             .probed
             .iter()
@@ -555,7 +601,7 @@ fn check_writable(path: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-struct Filters {
+pub(crate) struct Filters {
     cgroup_id: Option<u64>,
     comm: Option<[u8; 16]>,
 }

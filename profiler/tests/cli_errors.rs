@@ -82,6 +82,41 @@ fn argument_errors_need_no_privileges() {
     }
 }
 
+/// `hotprof serve`: a malformed, busy or foreign address fails before anything is loaded.
+#[test]
+fn serve_errors_are_one_line() {
+    assert_one_line_error(
+        &["serve", "--listen", "localhost", "--syscall", "getpid"],
+        "invalid socket address",
+    );
+    assert_one_line_error(&["serve", "--listen", "127.0.0.1:0"], "nothing to measure");
+    if !is_root() {
+        eprintln!("skipped the bind cases: needs root to get past the privilege check");
+        return;
+    }
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy = taken.local_addr().unwrap().to_string();
+    assert_one_line_error(
+        &["serve", "--listen", &busy, "--syscall", "getpid"],
+        &format!("cannot listen on {busy}: Address already in use"),
+    );
+    // TEST-NET-1 (RFC 5737): never an address of this machine. Binding sends nothing.
+    assert_one_line_error(
+        &["serve", "--listen", "192.0.2.1:9435", "--syscall", "getpid"],
+        "cannot listen on 192.0.2.1:9435: Cannot assign requested address",
+    );
+    assert_one_line_error(
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--syscall",
+            "definitely_not_a_syscall",
+        ],
+        "unknown syscall",
+    );
+}
+
 #[test]
 fn kernel_side_errors_are_one_line() {
     if !is_root() {

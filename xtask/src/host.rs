@@ -120,3 +120,430 @@ pub fn sample_getpid_path() -> Result<()> {
     );
     Ok(())
 }
+
+/// A child process killed (SIGKILL) and reaped when dropped, so no exit path of a check
+/// leaves it running.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A loopback port that was free a moment ago (the kernel's pick for port 0).
+fn free_port() -> Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("no free loopback port")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// `GET path` on 127.0.0.1:port; the status code and body, or `None` if nothing answers.
+fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    let status = head.split(' ').nth(1)?.parse().ok()?;
+    Some((status, body.to_string()))
+}
+
+/// The `data.result` array of a PromQL query (empty when there is no result yet).
+fn prometheus_results(port: u16, promql: &str) -> Vec<serde_json::Value> {
+    let encoded: String = promql
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect();
+    let Some((200, body)) = http_get(port, &format!("/api/v1/query?query={encoded}")) else {
+        return Vec::new();
+    };
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+    json["data"]["result"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The values of an instant PromQL query, one per series.
+fn prometheus_query(port: u16, promql: &str) -> Vec<f64> {
+    prometheus_results(port, promql)
+        .iter()
+        .filter_map(|r| r["value"][1].as_str()?.parse().ok())
+        .collect()
+}
+
+/// Every stored sample of a range-vector query (`metric[2m]`) of one series, oldest first.
+fn prometheus_samples(port: u16, promql: &str) -> Vec<f64> {
+    prometheus_results(port, promql)
+        .first()
+        .and_then(|r| r["values"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|v| v[1].as_str()?.parse().ok())
+        .collect()
+}
+
+/// Index of the exported `le` bucket holding `ns`: the first boundary `2^k − 1 ≥ ns`
+/// (k ≥ 6), as in profiler/src/export/prometheus.rs.
+fn le_slot(ns: f64) -> u32 {
+    (6..=36)
+        .position(|k| ns <= ((1u64 << k) - 1) as f64)
+        .map_or(31, |i| i as u32)
+}
+
+/// `hotprof serve --syscall getpid -- syscall_lat N`, scraped every second by a real
+/// Prometheus server (Debian's package, on loopback, its own temporary TSDB) while the
+/// workload runs: every stored `_count` grows (fresh cumulative reads, some mid-run when the
+/// run lasts seconds) and ends at exactly N, its `histogram_quantile(0.5, …)` lies
+/// within one exported bucket of hotprof's own p50 (from the `--json` written on exit), and
+/// after SIGINT hotprof exits 0 with its text report and none of its programs stays loaded.
+pub fn prometheus_serve() -> Result<()> {
+    use std::time::{Duration, Instant};
+    // About 5 s of getpid under the tracepoint pair on a 2-core host: several scrapes mid-run.
+    const CALLS: u64 = 4_000_000;
+    let (hotprof, syscall_lat) = binaries()?;
+    let dir = tempfile::tempdir()?;
+    let (web_port, metrics_port) = (free_port()?, free_port()?);
+    let config = format!(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: hotprof\n    static_configs:\n      - targets: ['127.0.0.1:{metrics_port}']\n"
+    );
+    std::fs::write(dir.path().join("prometheus.yml"), config)?;
+    let prometheus_log = dir.path().join("prometheus.log");
+    let log = std::fs::File::create(&prometheus_log)?;
+    let mut prometheus = KillOnDrop(
+        Command::new("prometheus")
+            .arg(format!(
+                "--config.file={}",
+                dir.path().join("prometheus.yml").display()
+            ))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{web_port}"))
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .context("cannot start prometheus (Debian package `prometheus`)")?,
+    );
+    let prometheus_tail = || {
+        let log = std::fs::read_to_string(&prometheus_log).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(15)..].join("\n")
+    };
+    let started = Instant::now();
+    while http_get(web_port, "/-/ready").map(|(status, _)| status) != Some(200) {
+        ensure!(
+            prometheus.0.try_wait()?.is_none(),
+            "prometheus exited:\n{}",
+            prometheus_tail()
+        );
+        ensure!(
+            started.elapsed() < Duration::from_secs(30),
+            "prometheus not ready after 30 s:\n{}",
+            prometheus_tail()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    println!(
+        "  prometheus ready in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+
+    let json = dir.path().join("serve.json");
+    let (stdout_path, stderr_path) = (dir.path().join("stdout"), dir.path().join("stderr"));
+    let mut serve = KillOnDrop(
+        Command::new(&hotprof)
+            .arg("serve")
+            .arg(format!("--listen=127.0.0.1:{metrics_port}"))
+            .args(["--syscall", "getpid", "--json"])
+            .arg(&json)
+            .arg("--")
+            .arg(&syscall_lat)
+            .arg(CALLS.to_string())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::fs::File::create(&stdout_path)?)
+            .stderr(std::fs::File::create(&stderr_path)?)
+            .spawn()
+            .context("cannot start hotprof serve")?,
+    );
+    let stderr = || std::fs::read_to_string(&stderr_path).unwrap_or_default();
+    while !stderr().contains("serving http://") {
+        ensure!(
+            serve.0.try_wait()?.is_none(),
+            "hotprof serve exited: {}",
+            stderr()
+        );
+        ensure!(
+            started.elapsed() < Duration::from_secs(40),
+            "hotprof serve did not start: {}",
+            stderr()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let program_ids = bpf_program_ids(serve.0.id())?;
+    ensure!(
+        !program_ids.is_empty(),
+        "hotprof serve holds no BPF program"
+    );
+
+    // Until a scrape after the workload's end.
+    let count_query = "hotprof_function_latency_seconds_count{job=\"hotprof\",function=\"getpid\"}";
+    let mut last_count = None;
+    loop {
+        last_count = prometheus_query(web_port, count_query)
+            .first()
+            .copied()
+            .or(last_count);
+        if last_count.is_some_and(|count| count >= CALLS as f64) {
+            break;
+        }
+        ensure!(
+            serve.0.try_wait()?.is_none(),
+            "hotprof serve exited early: {}",
+            stderr()
+        );
+        ensure!(
+            started.elapsed() < Duration::from_secs(50),
+            "Prometheus never stored the final count (last {last_count:?}); targets: {}\nhotprof: {}\nprometheus:\n{}",
+            http_get(web_port, "/api/v1/targets")
+                .map(|(_, b)| b)
+                .unwrap_or_default(),
+            stderr(),
+            prometheus_tail()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let quantile = prometheus_query(
+        web_port,
+        "histogram_quantile(0.5, hotprof_function_latency_seconds_bucket{job=\"hotprof\",function=\"getpid\"})",
+    );
+    let counts_seen = prometheus_samples(web_port, &format!("{count_query}[5m]"));
+
+    Command::new("kill")
+        .args(["-INT", &serve.0.id().to_string()])
+        .status()?;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(status) = serve.0.try_wait()? {
+            break status;
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "hotprof serve did not exit within 15 s of SIGINT: {}",
+            stderr()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    drop(prometheus);
+    let stdout = std::fs::read_to_string(&stdout_path)?;
+    ensure!(
+        status.success(),
+        "hotprof serve exited with {status}: {}",
+        stderr()
+    );
+    ensure!(
+        stdout.contains("getpid") && stdout.contains("p50") && stdout.contains("losses:"),
+        "no text report on exit:\n{stdout}"
+    );
+    let recording: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).context("no --json written on exit")?)?;
+    let function = &recording["functions"][0];
+    let count = function["count"].as_u64().context("no count in the JSON")?;
+    let p50_ns = function["p50_ns"]
+        .as_f64()
+        .context("no p50_ns in the JSON")?;
+    ensure!(
+        count == CALLS,
+        "hotprof counted {count} getpid calls, want exactly {CALLS}"
+    );
+    ensure!(
+        counts_seen.last() == Some(&(CALLS as f64)) && counts_seen.is_sorted(),
+        "Prometheus's stored _count: {counts_seen:?}, want it growing to exactly {CALLS}"
+    );
+    let mid_run = counts_seen
+        .iter()
+        .filter(|&&c| c > 0.0 && c < CALLS as f64)
+        .count();
+    let wall_ns: f64 = stdout
+        .split_whitespace()
+        .find_map(|field| field.strip_prefix("wall_ns="))
+        .and_then(|w| w.parse().ok())
+        .context("no wall_ns= in syscall_lat's output")?;
+    ensure!(
+        mid_run > 0 || wall_ns < 3e9,
+        "the workload ran {:.1} s but Prometheus stored no count mid-run: {counts_seen:?}",
+        wall_ns / 1e9
+    );
+    let estimate_ns = quantile
+        .first()
+        .copied()
+        .filter(|q| q.is_finite())
+        .context("histogram_quantile(0.5, …) is empty")?
+        * 1e9;
+    let (slot, own_slot) = (le_slot(estimate_ns), le_slot(p50_ns));
+    println!(
+        "  workload {:.1} s; Prometheus stored _count {counts_seen:?} ({mid_run} mid-run); histogram_quantile(0.5) {estimate_ns:.0} ns; hotprof p50 {p50_ns} ns (le slots {slot} vs {own_slot})",
+        wall_ns / 1e9
+    );
+    ensure!(
+        slot.abs_diff(own_slot) <= 1,
+        "Prometheus's median {estimate_ns:.0} ns is more than one bucket from hotprof's p50 {p50_ns} ns"
+    );
+
+    let status_out = output(Command::new(&hotprof).arg("status"))?;
+    let listed = String::from_utf8_lossy(&status_out.stdout);
+    let left: Vec<&u32> = program_ids
+        .iter()
+        .filter(|id| listed.contains(&format!("id {id} ")))
+        .collect();
+    ensure!(
+        left.is_empty(),
+        "programs {left:?} of hotprof serve are still loaded after it exited:\n{listed}"
+    );
+    println!(
+        "  {} programs loaded while serving, none left after SIGINT",
+        program_ids.len()
+    );
+    Ok(())
+}
+
+/// The ids of the BPF programs a process holds open (`prog_id:` in its fds' fdinfo).
+fn bpf_program_ids(pid: u32) -> Result<Vec<u32>> {
+    let mut ids = Vec::new();
+    for entry in std::fs::read_dir(format!("/proc/{pid}/fdinfo"))? {
+        let Ok(info) = std::fs::read_to_string(entry?.path()) else {
+            continue;
+        };
+        ids.extend(
+            info.lines()
+                .filter_map(|l| l.strip_prefix("prog_id:"))
+                .filter_map(|id| id.trim().parse::<u32>().ok()),
+        );
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    Ok(ids)
+}
+
+/// `contrib/hotprof-exporter.service` is a valid unit (`systemd-analyze verify`, with
+/// ExecStart pointing at the hotprof just built) and its capability bounding set is enough:
+/// its ExecStart, run as root under exactly that bounding set with no_new_privs (`setpriv`,
+/// what systemd does for the unit), serves a scrape with a series per probed syscall and
+/// exits 0 on the unit's SIGTERM.
+pub fn systemd_unit() -> Result<()> {
+    use std::time::{Duration, Instant};
+    let (hotprof, _) = binaries()?;
+    let unit_path = crate::util::workspace_root().join("contrib/hotprof-exporter.service");
+    let unit = std::fs::read_to_string(&unit_path)
+        .with_context(|| format!("cannot read {}", unit_path.display()))?;
+    let setting = |key: &str| {
+        unit.lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+            .map(str::trim)
+            .with_context(|| format!("{key}= missing in the unit"))
+    };
+    let exec_start = setting("ExecStart")?;
+    let mut argv: Vec<String> = exec_start.split_whitespace().map(String::from).collect();
+    ensure!(
+        argv.first().map(String::as_str) == Some("/usr/local/bin/hotprof")
+            && argv.get(1).map(String::as_str) == Some("serve"),
+        "ExecStart must run /usr/local/bin/hotprof serve: {exec_start}"
+    );
+    argv[0] = hotprof.display().to_string();
+    let listen = argv
+        .iter()
+        .position(|a| a == "--listen")
+        .context("ExecStart has no --listen")?;
+    let port = free_port()?;
+    argv[listen + 1] = format!("127.0.0.1:{port}");
+    let dir = tempfile::tempdir()?;
+    let copy = dir.path().join("hotprof-exporter.service");
+    std::fs::write(&copy, unit.replace(exec_start, &argv.join(" ")))?;
+    let verify = output(Command::new("systemd-analyze").arg("verify").arg(&copy))?;
+    ensure!(
+        verify.status.success() && verify.stderr.is_empty(),
+        "systemd-analyze verify: {}{}",
+        String::from_utf8_lossy(&verify.stdout),
+        String::from_utf8_lossy(&verify.stderr)
+    );
+
+    let caps: Vec<String> = setting("CapabilityBoundingSet")?
+        .split_whitespace()
+        .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_ascii_lowercase()))
+        .collect();
+    let stderr_path = dir.path().join("stderr");
+    let mut serve = KillOnDrop(
+        Command::new("setpriv")
+            .arg(format!("--bounding-set=-all,{}", caps.join(",")))
+            .arg("--no-new-privs")
+            .args(&argv)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&stderr_path)?)
+            .spawn()
+            .context("cannot run setpriv (util-linux)")?,
+    );
+    let stderr = || std::fs::read_to_string(&stderr_path).unwrap_or_default();
+    let started = Instant::now();
+    while !stderr().contains("serving http://") {
+        ensure!(
+            serve.0.try_wait()?.is_none(),
+            "the unit's ExecStart under CapabilityBoundingSet={} failed: {}",
+            caps.join(","),
+            stderr()
+        );
+        ensure!(
+            started.elapsed() < Duration::from_secs(30),
+            "hotprof serve did not start: {}",
+            stderr()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (status, body) = http_get(port, "/metrics").context("no answer on /metrics")?;
+    ensure!(status == 200, "/metrics answered {status}: {body}");
+    for pair in argv.windows(2).filter(|w| w[0] == "--syscall") {
+        let series = format!(
+            "hotprof_function_latency_seconds_count{{function=\"{}\"",
+            pair[1]
+        );
+        ensure!(body.contains(&series), "no {series} in the scrape:\n{body}");
+    }
+    Command::new("kill")
+        .args(["-TERM", &serve.0.id().to_string()])
+        .status()?;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let exit = loop {
+        if let Some(exit) = serve.0.try_wait()? {
+            break exit;
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "hotprof serve ignored SIGTERM: {}",
+            stderr()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    ensure!(
+        exit.success(),
+        "hotprof serve exited with {exit} on SIGTERM: {}",
+        stderr()
+    );
+    println!(
+        "  unit verified; served under CapabilityBoundingSet={} and stopped cleanly",
+        caps.join(",")
+    );
+    Ok(())
+}

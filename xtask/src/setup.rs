@@ -16,7 +16,8 @@ use crate::util::{self, cargo_bin_dir, is_root, output, run, step};
 /// tests check hotprof's outputs with the real consumers: Prometheus (promtool, a server and
 /// the Python client's OpenMetrics parser), `go tool pprof`, and headless Chromium. The
 /// completion and man page tests run bash, fish and zsh and render with man-db/groff;
-/// rt-tests is the real `hackbench` the README's syscall-latency recipe runs.
+/// rt-tests is the real `hackbench` the README's syscall-latency recipe runs;
+/// `systemd-analyze` (systemd) and `setpriv` (util-linux) check the exporter's unit file.
 pub const APT_PACKAGES: &[&str] = &[
     "qemu-system-x86",
     "llvm-22-dev",
@@ -36,6 +37,8 @@ pub const APT_PACKAGES: &[&str] = &[
     "man-db",
     "groff",
     "rt-tests",
+    "systemd",
+    "util-linux",
 ];
 
 /// bpf-linker releases that build against LLVM 22.

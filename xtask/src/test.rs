@@ -86,6 +86,16 @@ const HOST_CHECKS: &[HostCheck] = &[
         about: "hotprof sample shows the getpid path (top table + SVG)",
         run: host::sample_getpid_path,
     },
+    HostCheck {
+        name: "prometheus_serve",
+        about: "hotprof serve scraped by a real Prometheus: exact _count, p50 within a bucket",
+        run: host::prometheus_serve,
+    },
+    HostCheck {
+        name: "systemd_unit",
+        about: "contrib/hotprof-exporter.service: systemd-analyze verify; serves under its caps",
+        run: host::systemd_unit,
+    },
 ];
 
 /// profiler-ebpf only builds for the BPF target (profiler's build script does that).

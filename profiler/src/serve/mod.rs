@@ -1,0 +1,291 @@
+//! `hotprof serve`: the probes of a recording, exposed as a Prometheus scrape endpoint.
+//!
+//! Attaches exactly as the default (record) command does ([`crate::record::validate`],
+//! [`crate::record::attach_probes`]), then answers `GET /metrics` ([`http`]) with the
+//! recording read fresh from the kernel maps on every scrape. The maps are cumulative and
+//! never cleared, which is what Prometheus counters and histograms must be: `rate()` and
+//! `histogram_quantile()` over any window work on the scraper's side. On SIGINT/SIGTERM the
+//! server stops, the probes are detached (dropping the fd-backed links: nothing is pinned)
+//! and the usual text report of the whole run is printed, plus `--json` if asked.
+//!
+//! Kernel requirements are those of the probes: `--syscall` needs the syscall tracepoints
+//! (any kernel hotprof supports, ≥ 5.15), `--fn` kprobes or fentry (BTF).
+
+pub mod http;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::attach::{self, AttachedMode, Mode};
+use crate::cli::{FilterArgs, RecordArgs};
+use crate::model::Recording;
+use crate::record::{self, Attached, Probed, Session};
+use crate::units::parse_duration;
+
+const EXAMPLES: &str = "\
+Examples:
+  # getpid latency for every process, scraped by Prometheus at 127.0.0.1:9435/metrics
+  sudo hotprof serve --listen 127.0.0.1:9435 --syscall getpid
+  # The audit filter's latency, on all interfaces (mind the firewall)
+  sudo hotprof serve --listen 0.0.0.0:9435 --fn __audit_filter_op
+  # Only one workload's calls; keeps serving after it exits, until Ctrl-C
+  sudo hotprof serve --syscall getpid --json run.json -- syscall_lat 100000
+  # See what a scrape returns
+  curl -s http://127.0.0.1:9435/metrics";
+
+/// Options of `hotprof serve`: where to listen, and the probe options of the default command.
+#[derive(Debug, clap::Args)]
+#[command(after_help = EXAMPLES)]
+pub struct ServeArgs {
+    /// Address and port to serve on (`127.0.0.1:9435`, `[::1]:9435`, `0.0.0.0:9435`; port 0
+    /// picks a free one, printed at start).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9435")]
+    pub listen: SocketAddr,
+
+    /// Kernel function (or glob) to time; repeat for several.
+    #[arg(long = "fn", value_name = "FUNC|GLOB")]
+    pub functions: Vec<String>,
+
+    /// Syscall to time via its sys_enter/sys_exit tracepoints (no kprobes needed).
+    #[arg(long = "syscall", value_name = "NAME")]
+    pub syscalls: Vec<String>,
+
+    /// Probe mechanism for --fn.
+    #[arg(long, value_enum, default_value_t = Mode::Auto)]
+    pub mode: Mode,
+
+    /// On exit, write the whole run's recording (raw buckets included) as versioned JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// Ignore calls faster than this (they are still counted).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub min_latency: Option<Duration>,
+
+    /// Capacity for tasks with open probed calls at one instant (per-task map size).
+    #[arg(long, default_value_t = 16384, value_parser = clap::value_parser!(u32).range(1..=4_194_304))]
+    pub max_tasks: u32,
+
+    /// Skip measuring hotprof's own per-call overhead at start-up.
+    #[arg(long)]
+    pub no_calibrate: bool,
+
+    #[command(flatten)]
+    pub filter: FilterArgs,
+
+    /// Workload to run and measure (only its process tree); the endpoint stays up after it
+    /// exits, until SIGINT/SIGTERM.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+impl ServeArgs {
+    /// The equivalent arguments of the default command (its defaults for everything `serve`
+    /// does not offer), so both attach through the same code.
+    fn into_record_args(self) -> anyhow::Result<(SocketAddr, RecordArgs)> {
+        use clap::{Args as _, FromArgMatches as _};
+        let defaults = RecordArgs::augment_args(clap::Command::new("hotprof"))
+            .try_get_matches_from(["hotprof"])
+            .context("default record options")?;
+        let mut args = RecordArgs::from_arg_matches(&defaults).context("default record options")?;
+        args.functions = self.functions;
+        args.syscalls = self.syscalls;
+        args.mode = self.mode;
+        args.json = self.json;
+        args.min_latency = self.min_latency;
+        args.max_tasks = self.max_tasks;
+        args.no_calibrate = self.no_calibrate;
+        args.filter = self.filter;
+        args.command = self.command;
+        Ok((self.listen, args))
+    }
+}
+
+/// The live probes as the scrape handler reads them. `ebpf` is taken (`None`) at shutdown,
+/// which detaches everything even if a connection still holds the router.
+struct Live {
+    ebpf: Mutex<Option<aya::Ebpf>>,
+    probed: Vec<Probed>,
+    mode: AttachedMode,
+    overhead: Option<f64>,
+    args: RecordArgs,
+    started: Instant,
+}
+
+impl Live {
+    fn session(&self) -> Session<'_> {
+        Session {
+            probed: &self.probed,
+            mode: self.mode,
+            overhead: self.overhead,
+            args: &self.args,
+        }
+    }
+
+    /// The cumulative recording since attach, read from the maps now.
+    fn recording(&self) -> Result<Recording, String> {
+        let guard = self.ebpf.lock().map_err(|_| "map reader panicked")?;
+        let ebpf = guard.as_ref().ok_or("hotprof is shutting down")?;
+        let snapshot = crate::collect::snapshot(ebpf, self.probed.len())
+            .map_err(|e| format!("cannot read the maps: {e:#}"))?;
+        let kernel_missed = attach::recursion_misses(ebpf);
+        drop(guard);
+        let mut recording = self.session().recording(&snapshot, self.started.elapsed());
+        recording.losses.kernel_missed = kernel_missed;
+        Ok(recording)
+    }
+}
+
+/// Runs the exporter until SIGINT/SIGTERM; returns the exit code (the workload's, when there
+/// is one, else 0).
+pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
+    let (listen, args) = args.into_record_args()?;
+    let filter = record::validate(&args)?;
+    let listener = http::bind(listen).await?;
+    let address = listener.local_addr().context("listening socket")?;
+    let mut signals = (
+        signal(SignalKind::interrupt())?,
+        signal(SignalKind::terminate())?,
+    );
+    let Attached {
+        mut ebpf,
+        probed,
+        mode,
+        overhead,
+        ..
+    } = record::attach_probes(&args, filter)?;
+    let mut workload = record::spawn_followed(&mut ebpf, &args)?;
+    let started = Instant::now();
+    if let Some(w) = workload.as_mut() {
+        w.release()?;
+    }
+    let what = format!(
+        "{} {} attached ({} mode)",
+        probed.len(),
+        if mode == AttachedMode::Syscall {
+            "syscall(s)"
+        } else {
+            "function(s)"
+        },
+        mode.as_str()
+    );
+    let index = format!(
+        "hotprof {} exporter: {what}: {}\n\n/metrics  Prometheus metrics (OpenMetrics if the Accept header asks for it)\n",
+        env!("CARGO_PKG_VERSION"),
+        probed
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let live = Arc::new(Live {
+        ebpf: Mutex::new(Some(ebpf)),
+        probed,
+        mode,
+        overhead,
+        args,
+        started,
+    });
+    let source: http::RecordingSource = {
+        let live = live.clone();
+        Arc::new(move || live.recording())
+    };
+    let scrapes = Arc::new(AtomicU64::new(0));
+    let app = http::router(source, index, scrapes.clone());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let mut server = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async {
+                let _ = stopped.await;
+            })
+            .await
+    });
+    eprintln!(
+        "hotprof: serving http://{address}/metrics: {what}{}",
+        match &workload {
+            Some(_) => format!(", running: {}", live.args.command.join(" ")),
+            None => ", SIGINT/SIGTERM to stop".into(),
+        }
+    );
+
+    let mut exited = workload.as_ref().map(|w| {
+        let pid = w.pid;
+        tokio::task::spawn_blocking(move || crate::workload::wait_pid(pid))
+    });
+    let mut exit_code = 0;
+    let mut server_error = None;
+    loop {
+        tokio::select! {
+            _ = signals.0.recv() => {
+                if let Some(w) = &workload { w.signal(libc::SIGINT); }
+                break;
+            }
+            _ = signals.1.recv() => {
+                if let Some(w) = &workload { w.signal(libc::SIGTERM); }
+                break;
+            }
+            status = async { exited.as_mut().unwrap().await }, if exited.is_some() => {
+                exited = None;
+                exit_code = status.context("waiting for the workload")?.context("waiting for the workload")?;
+                eprintln!("hotprof: workload exited with code {exit_code}; still serving, SIGINT/SIGTERM to stop");
+            }
+            result = &mut server => {
+                server_error = Some(match result {
+                    Ok(Ok(())) => anyhow::anyhow!("the HTTP server stopped"),
+                    Ok(Err(e)) => anyhow::Error::new(e).context("the HTTP server failed"),
+                    Err(e) => anyhow::Error::new(e).context("the HTTP server failed"),
+                });
+                break;
+            }
+        }
+    }
+
+    // Stop answering, then detach. A scrape in flight gets a few seconds to finish; the
+    // probes go away regardless, since the handler only borrows them through `live`.
+    let _ = stop.send(());
+    if server_error.is_none() {
+        let _ = tokio::time::timeout(Duration::from_secs(3), &mut server).await;
+    }
+    server.abort();
+    let ebpf = live
+        .ebpf
+        .lock()
+        .map_err(|_| anyhow::anyhow!("map reader panicked"))?
+        .take()
+        .context("probes already detached")?;
+    let snapshot = crate::collect::snapshot(&ebpf, live.probed.len())?;
+    let kernel_missed = attach::recursion_misses(&ebpf);
+    drop(ebpf); // detach every probe before printing
+    if let Some(waiting) = exited {
+        // Stopped by a signal while the workload ran: it was told to stop; reap it.
+        match tokio::time::timeout(Duration::from_secs(5), waiting).await {
+            Ok(Ok(Ok(code))) => exit_code = code,
+            _ => {
+                if let Some(w) = &workload {
+                    w.signal(libc::SIGKILL);
+                }
+            }
+        }
+    }
+    let mut recording = live.session().recording(&snapshot, started.elapsed());
+    recording.losses.kernel_missed = kernel_missed;
+    eprintln!(
+        "hotprof: stopped serving after {} scrape(s)",
+        scrapes.load(Ordering::Relaxed)
+    );
+    print!("{}", crate::report::render_recording(&recording));
+    if let Some(path) = &live.args.json {
+        crate::report::write_json(&recording, path)?;
+        eprintln!("hotprof: wrote {}", path.display());
+    }
+    match server_error {
+        Some(error) => Err(error),
+        None => Ok(exit_code),
+    }
+}
