@@ -9,7 +9,9 @@ use tokio::signal::unix::{SignalKind, signal};
 use crate::attach::{self, AttachedMode, ProbeConfig, TracepointOffsets};
 use crate::cli::{FilterArgs, RecordArgs};
 use crate::collect::{self, Snapshot};
-use crate::model::{FunctionRecord, Recording, RunRecord, SCHEMA_VERSION};
+use crate::model::{
+    FunctionRecord, IntervalFunction, IntervalRecord, Recording, RunRecord, SCHEMA_VERSION,
+};
 use crate::report;
 use crate::resolve::{self, KernelFunctions};
 use crate::workload::Workload;
@@ -180,14 +182,16 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
     };
     let started = Instant::now();
     let mut runs = Vec::new();
+    let mut intervals = Vec::new();
     let mut exit_code = 0;
     let mut previous = Snapshot::default();
     for run in 1..=args.runs {
         if args.runs > 1 {
             eprintln!("hotprof: run {run}/{}", args.runs);
         }
-        let outcome = measure(&mut ebpf, &session, &mut signals, &previous).await?;
+        let mut outcome = measure(&mut ebpf, &session, &mut signals, &previous).await?;
         exit_code = outcome.exit_code;
+        intervals.append(&mut outcome.intervals);
         let now = collect::snapshot(&ebpf, probed.len())?;
         if follow {
             let delta = now.since(&previous);
@@ -215,6 +219,7 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
     let mut recording = session.recording(&last, started.elapsed());
     recording.losses.kernel_missed = kernel_missed;
     recording.runs = runs;
+    recording.intervals = intervals;
     if args.interval.is_some() || args.runs > 1 {
         println!(
             "--- total{}",
@@ -365,6 +370,38 @@ struct RunOutcome {
     /// Ctrl-C or SIGTERM: stop, do not start another run.
     interrupted: bool,
     workload_metrics: std::collections::BTreeMap<String, f64>,
+    /// `--interval` reports, for the JSON recording.
+    intervals: Vec<IntervalRecord>,
+}
+
+/// The compact JSON form of one interval report.
+fn interval_record(
+    index: u64,
+    elapsed: Duration,
+    covered: Duration,
+    task_entries: u64,
+    stack_entries: Option<u64>,
+    recording: &Recording,
+) -> IntervalRecord {
+    IntervalRecord {
+        index,
+        elapsed_ns: elapsed.as_nanos() as u64,
+        duration_ns: covered.as_nanos() as u64,
+        task_entries,
+        stack_entries,
+        functions: recording
+            .functions
+            .iter()
+            .map(|f| IntervalFunction {
+                name: f.name.clone(),
+                count: f.count,
+                sum_ns: f.sum_ns,
+                p50_ns: f.p50_ns,
+                p99_ns: f.p99_ns,
+                max_ns: f.max_ns,
+            })
+            .collect(),
+    }
 }
 
 /// One measurement: runs the workload (if any) to its end, or waits for the duration or a
@@ -423,12 +460,14 @@ async fn measure(
         .interval
         .map(|i| tokio::time::interval_at(tokio::time::Instant::now() + i, i));
     let mut previous = since.clone();
+    let mut previous_at = Duration::ZERO;
     let mut interval_index = 0u64;
     let mut outcome = RunOutcome {
         exit_code: 0,
         elapsed: Duration::ZERO,
         interrupted: false,
         workload_metrics: Default::default(),
+        intervals: Vec::new(),
     };
     loop {
         tokio::select! {
@@ -454,10 +493,22 @@ async fn measure(
             _ = async { ticker.as_mut().unwrap().tick().await }, if ticker.is_some() => {
                 interval_index += 1;
                 let now = collect::snapshot(ebpf, session.probed.len())?;
+                let elapsed = started.elapsed();
+                let stack_entries = if args.wants_stacks() { Some(collect::stack_entries(ebpf)?) } else { None };
                 let recording = session.recording(&now.since(&previous), args.interval.unwrap_or_default());
-                println!("--- interval {interval_index} ({} elapsed)", crate::units::format_ns(started.elapsed().as_nanos() as f64));
+                println!("--- interval {interval_index} ({} elapsed)", crate::units::format_ns(elapsed.as_nanos() as f64));
                 print!("{}", report::render_recording(&recording));
+                println!("{}", report::render_map_entries(now.task_entries, stack_entries));
+                outcome.intervals.push(interval_record(
+                    interval_index,
+                    elapsed,
+                    elapsed - previous_at,
+                    now.task_entries,
+                    stack_entries,
+                    &recording,
+                ));
                 previous = now;
+                previous_at = elapsed;
             }
         }
     }
@@ -517,6 +568,7 @@ impl Session<'_> {
             losses: snapshot.losses(),
             probe_overhead_ns: self.overhead,
             runs: Vec::new(),
+            intervals: Vec::new(),
         }
     }
 }
