@@ -37,6 +37,7 @@ fn main() {
             Some(Command::Status) => profiler::status::run(),
             Some(Command::Compare(args)) => profiler::compare_cmd::run_compare(&args),
             Some(Command::DiffFlame(args)) => profiler::compare_cmd::run_diff_flame(&args),
+            Some(Command::Flamegraph(args)) => profiler::flame_cmd::run(&args),
             None => profiler::record::run(cli.record).await,
         }
     });
