@@ -15,8 +15,8 @@
 //! - every ~10 s, hotprof's VmRSS from /proc/PID/status into /out/rss.txt.
 //!
 //! What is asserted, with the figures printed so they can be quoted:
-//! - RSS flat: after a 30 s warm-up, the last sample is at most [`RSS_GROWTH_LIMIT_KB`] above
-//!   the first (the interval records hotprof keeps for `--json` are ~100 bytes each: 600 of
+//! - RSS flat: after a 30 s warm-up, no sample (the last included) is more than
+//!   [`RSS_GROWTH_LIMIT_KB`] above the first (the interval records hotprof keeps for `--json` are ~100 bytes each: 600 of
 //!   them are well under that);
 //! - per-task frame map (TASKS) entries never above [`MAX_TASK_ENTRIES`]: a task's entry is
 //!   deleted when its last probed frame closes, so only tasks inside a probed call hold one
@@ -26,8 +26,8 @@
 //!   process by design, until `--stack-map-size`; asserted at most
 //!   [`STACK_ENTRIES_PER_PROCESS`] per process started plus the long-lived ones, and none lost
 //!   to a full map;
-//! - 600 intervals (±1), none more than [`MAX_INTERVAL_GAP`] after the previous one (a missed
-//!   tick would show as a 2 s gap), and the last one within 2 s of 600 s.
+//! - 600 intervals (±1), none [`MAX_INTERVAL_GAP`] or more after the previous one (a missed
+//!   report would show as a 2 s gap), and the last one within 2 s of 600 s (no drift).
 
 use std::fs;
 use std::time::Duration;
@@ -62,8 +62,13 @@ const MAX_TASK_ENTRIES: u64 = 32;
 const STACK_ENTRIES_PER_PROCESS: u64 = 6;
 /// Stack-totals entries of the long-lived processes (sleeper, the shell loops, init).
 const STACK_ENTRIES_BASE: u64 = 256;
-/// The interval is 1 s; a tick that was skipped would leave a gap of 2 s or more.
-const MAX_INTERVAL_GAP: Duration = Duration::from_millis(1500);
+/// The interval is 1 s; a report that was skipped would leave a gap of 2 s or more. Late
+/// reports are normal in a busy TCG guest (the first run saw 1.61 s at most, with the next
+/// report early to catch up: tokio's interval keeps the 1 s grid), so the limit is just
+/// under two intervals rather than a jitter bound; jitter is printed instead.
+const MAX_INTERVAL_GAP: Duration = Duration::from_millis(1950);
+/// A report this much later than the 1 s grid counts as late in the printed figures.
+const LATE_GAP: Duration = Duration::from_millis(1100);
 
 /// The guest script. Every loop iteration starts two processes and appends a line to
 /// /tmp/started, so the stack-totals bound can be computed from what really ran.
@@ -74,7 +79,7 @@ hotprof --fn vfs_write --fn do_nanosleep --stacks --interval 1s --duration {SOAK
   --no-calibrate --json /out/soak.json > /tmp/soak.txt 2>&1 &
 hp=$!
 for i in $(seq 1 120); do grep -q attached /tmp/soak.txt && break; sleep 1; done
-sleeper 100000000 1000 > /dev/null &
+sleeper 10000000 1000 > /dev/null &
 long=$!
 (while [ ! -e /tmp/stop ]; do tmpfs_write /tmp/soak_w 1 > /dev/null; sleep 1; echo >> /tmp/started; done) &
 writers=$!
@@ -128,11 +133,15 @@ pub struct SoakFigures {
     pub intervals: u64,
     pub max_gap: Duration,
     pub min_gap: Duration,
+    pub p99_gap: Duration,
+    pub late_reports: usize,
     pub last_elapsed: Duration,
     pub rss_samples: usize,
     pub rss_first_kb: u64,
     pub rss_last_kb: u64,
     pub rss_max_kb: u64,
+    /// The largest sample after warm-up.
+    pub rss_max_after_warm_up_kb: u64,
     pub max_task_entries: u64,
     pub max_stack_entries: u64,
     pub last_stack_entries: u64,
@@ -188,11 +197,21 @@ impl SoakFigures {
             intervals: intervals.len() as u64,
             max_gap: gaps.iter().copied().max().unwrap_or_default(),
             min_gap: gaps.iter().copied().min().unwrap_or_default(),
+            p99_gap: {
+                let mut sorted = gaps.clone();
+                sorted.sort();
+                sorted
+                    .get((sorted.len() * 99).div_ceil(100).saturating_sub(1))
+                    .copied()
+                    .unwrap_or_default()
+            },
+            late_reports: gaps.iter().filter(|gap| **gap > LATE_GAP).count(),
             last_elapsed,
             rss_samples: samples.len(),
             rss_first_kb: after_warm_up[0],
             rss_last_kb: after_warm_up[after_warm_up.len() - 1],
             rss_max_kb: samples.iter().map(|s| s.1).max().unwrap_or(0),
+            rss_max_after_warm_up_kb: after_warm_up.iter().copied().max().unwrap_or(0),
             max_task_entries,
             max_stack_entries,
             last_stack_entries,
@@ -207,19 +226,26 @@ impl SoakFigures {
     /// The figures, one line each, for the test output.
     pub fn summary(&self) -> String {
         format!(
-            "  intervals {} (want {SOAK_SECONDS} ±1), gap between reports min {:.3} s max {:.3} s, last at {:.1} s\n  \
-             RSS ({} samples): first after warm-up {} kB, last {} kB ({:+} kB, limit +{RSS_GROWTH_LIMIT_KB}), max {} kB\n  \
+            "  intervals {} (want {SOAK_SECONDS} ±1), gap between reports min {:.3} s p99 {:.3} s max {:.3} s \
+             (limit {:.2} s), {} later than {:.1} s, last at {:.1} s\n  \
+             RSS ({} samples): first after warm-up {} kB, last {} kB ({:+} kB), max after warm-up {} kB \
+             (limit first +{RSS_GROWTH_LIMIT_KB}), max overall {} kB\n  \
              task entries max {} (limit {MAX_TASK_ENTRIES})\n  \
              stack-totals entries max {}, last {} for {} processes started (limit {}), calls missing from stack totals {}\n  \
              calls timed in intervals {}",
             self.intervals,
             self.min_gap.as_secs_f64(),
+            self.p99_gap.as_secs_f64(),
             self.max_gap.as_secs_f64(),
+            MAX_INTERVAL_GAP.as_secs_f64(),
+            self.late_reports,
+            LATE_GAP.as_secs_f64(),
             self.last_elapsed.as_secs_f64(),
             self.rss_samples,
             self.rss_first_kb,
             self.rss_last_kb,
             self.rss_last_kb as i64 - self.rss_first_kb as i64,
+            self.rss_max_after_warm_up_kb,
             self.rss_max_kb,
             self.max_task_entries,
             self.max_stack_entries,
@@ -243,8 +269,8 @@ impl SoakFigures {
             self.intervals
         );
         ensure!(
-            self.max_gap <= MAX_INTERVAL_GAP,
-            "an interval report came {:.3} s after the previous one (limit {:.1} s): one was late or missed",
+            self.max_gap < MAX_INTERVAL_GAP,
+            "an interval report came {:.3} s after the previous one (limit {:.2} s): one was missed",
             self.max_gap.as_secs_f64(),
             MAX_INTERVAL_GAP.as_secs_f64()
         );
@@ -256,10 +282,10 @@ impl SoakFigures {
             self.last_elapsed.as_secs_f64()
         );
         ensure!(
-            self.rss_last_kb <= self.rss_first_kb + RSS_GROWTH_LIMIT_KB,
+            self.rss_max_after_warm_up_kb <= self.rss_first_kb + RSS_GROWTH_LIMIT_KB,
             "hotprof's RSS grew from {} kB to {} kB after warm-up (limit +{RSS_GROWTH_LIMIT_KB} kB)",
             self.rss_first_kb,
-            self.rss_last_kb
+            self.rss_max_after_warm_up_kb
         );
         ensure!(
             self.max_task_entries <= MAX_TASK_ENTRIES,
@@ -344,8 +370,13 @@ mod tests {
         assert!(check(recording(590, 1000, 3, 10), rss(9000, 9000)).contains("590 interval"));
         let mut late = recording(600, 1000, 3, 10);
         late["intervals"][300]["duration_ns"] = 2_000_000_000u64.into();
-        assert!(check(late, rss(9000, 9000)).contains("late or missed"));
+        assert!(check(late, rss(9000, 9000)).contains("missed"));
         assert!(check(recording(600, 1000, 3, 10), rss(9000, 12000)).contains("RSS grew"));
+        // Growth that falls back before the last sample (hotprof freeing its maps at stop)
+        // still counts.
+        let mut rising = rss(9000, 9000);
+        rising = rising.replacen("400.5 9000", "400.5 15000", 1);
+        assert!(check(recording(600, 1000, 3, 10), rising).contains("RSS grew"));
         assert!(check(recording(600, 1000, 500, 10), rss(9000, 9000)).contains("per-task"));
         assert!(check(recording(600, 1000, 3, 5000), rss(9000, 9000)).contains("stack-totals"));
         assert!(check(recording(600, 1100, 3, 10), rss(9000, 9000)).contains("drifted"));
