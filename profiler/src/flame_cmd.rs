@@ -43,6 +43,7 @@ pub fn run(args: &FlamegraphArgs) -> anyhow::Result<i32> {
         args.folded.display().to_string()
     };
     let folded = crate::flame::parse_folded(&data).with_context(|| shown.clone())?;
+    drop(data); // the parsed copy is all that is needed from here on
     let title = args
         .title
         .clone()

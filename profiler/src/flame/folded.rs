@@ -139,16 +139,27 @@ const UNKNOWN_FRAME: &str = "[unknown]";
 
 /// Merges lines with the same stack (summing, saturating), drops weight-0 lines and sorts by
 /// stack: the canonical form [`fold`] produces, for input read back with [`parse_folded`].
+///
+/// A sort and one pass rather than a map keyed by stack: the same result, markedly faster for
+/// a million long stacks (`cargo xtask bench`'s flamegraph section).
 pub fn merge_folded(folded: &[(String, u64)]) -> Vec<(String, u64)> {
-    let mut merged: BTreeMap<&str, u64> = BTreeMap::new();
-    for (stack, weight) in folded.iter().filter(|(_, weight)| *weight > 0) {
-        let total = merged.entry(stack.as_str()).or_insert(0);
-        *total = total.saturating_add(*weight);
+    let mut nonzero: Vec<(&str, u64)> = folded
+        .iter()
+        .filter(|(_, weight)| *weight > 0)
+        .map(|(stack, weight)| (stack.as_str(), *weight))
+        .collect();
+    // Equal stacks are summed, so their relative order does not matter.
+    nonzero.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let mut merged: Vec<(String, u64)> = Vec::with_capacity(nonzero.len());
+    for (stack, weight) in nonzero {
+        match merged.last_mut() {
+            Some((last, total)) if last.as_str() == stack => {
+                *total = total.saturating_add(weight);
+            }
+            _ => merged.push((stack.to_string(), weight)),
+        }
     }
     merged
-        .into_iter()
-        .map(|(stack, weight)| (stack.to_string(), weight))
-        .collect()
 }
 
 /// The frames of a stack array up to its first 0 (unused map slots are zeroed).
