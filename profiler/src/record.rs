@@ -374,6 +374,20 @@ struct RunOutcome {
     intervals: Vec<IntervalRecord>,
 }
 
+/// CPU time this thread has used (the runtime is single-threaded, so this is hotprof's own
+/// work, whatever else the machine is doing).
+fn thread_cpu_time() -> Duration {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out-pointer; CLOCK_THREAD_CPUTIME_ID exists on every Linux (2.6.12).
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) } != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+}
+
 /// The compact JSON form of one interval report.
 fn interval_record(
     index: u64,
@@ -389,6 +403,8 @@ fn interval_record(
         duration_ns: covered.as_nanos() as u64,
         task_entries,
         stack_entries,
+        report_ns: None,
+        report_cpu_ns: None,
         functions: recording
             .functions
             .iter()
@@ -492,6 +508,8 @@ async fn measure(
             }
             _ = async { ticker.as_mut().unwrap().tick().await }, if ticker.is_some() => {
                 interval_index += 1;
+                let woke_at = started.elapsed();
+                let cpu_at = thread_cpu_time();
                 let now = collect::snapshot(ebpf, session.probed.len())?;
                 let elapsed = started.elapsed();
                 let stack_entries = if args.wants_stacks() { Some(collect::stack_entries(ebpf)?) } else { None };
@@ -499,14 +517,17 @@ async fn measure(
                 println!("--- interval {interval_index} ({} elapsed)", crate::units::format_ns(elapsed.as_nanos() as f64));
                 print!("{}", report::render_recording(&recording));
                 println!("{}", report::render_map_entries(now.task_entries, stack_entries));
-                outcome.intervals.push(interval_record(
+                let mut record = interval_record(
                     interval_index,
                     elapsed,
                     elapsed - previous_at,
                     now.task_entries,
                     stack_entries,
                     &recording,
-                ));
+                );
+                record.report_ns = Some((started.elapsed() - woke_at).as_nanos() as u64);
+                record.report_cpu_ns = Some((thread_cpu_time().saturating_sub(cpu_at)).as_nanos() as u64);
+                outcome.intervals.push(record);
                 previous = now;
                 previous_at = elapsed;
             }

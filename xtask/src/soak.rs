@@ -26,8 +26,12 @@
 //!   process by design, until `--stack-map-size`; asserted at most
 //!   [`STACK_ENTRIES_PER_PROCESS`] per process started plus the long-lived ones, and none lost
 //!   to a full map;
-//! - 600 intervals (±1), none [`MAX_INTERVAL_GAP`] or more after the previous one (a missed
-//!   report would show as a 2 s gap), and the last one within 2 s of 600 s (no drift).
+//! - no missed intervals: 600 reports (±1: the 600th slot races the deadline), the n-th at or
+//!   after n s (one report per slot), each covering exactly the time since the previous one
+//!   (no gap in coverage), the last before slot count + 1 (no slot skipped), the median time
+//!   between reports 1 s ± 50 ms, and hotprof's own CPU per report (p99) ≤ 0.5 s. How late
+//!   reports came (gap quantiles, furthest behind its slot) is printed, not asserted: in a TCG
+//!   guest on a shared host the guest itself stalls for seconds at times.
 
 use std::fs;
 use std::time::Duration;
@@ -62,13 +66,20 @@ const MAX_TASK_ENTRIES: u64 = 32;
 const STACK_ENTRIES_PER_PROCESS: u64 = 6;
 /// Stack-totals entries of the long-lived processes (sleeper, the shell loops, init).
 const STACK_ENTRIES_BASE: u64 = 256;
-/// The interval is 1 s; a report that was skipped would leave a gap of 2 s or more. Late
-/// reports are normal in a busy TCG guest (the first run saw 1.61 s at most, with the next
-/// report early to catch up: tokio's interval keeps the 1 s grid), so the limit is just
-/// under two intervals rather than a jitter bound; jitter is printed instead.
-const MAX_INTERVAL_GAP: Duration = Duration::from_millis(1950);
-/// A report this much later than the 1 s grid counts as late in the printed figures.
+/// A report this much after the previous one counts as late in the printed figures. Late
+/// reports are normal in a busy TCG guest on a shared host (runs here saw gaps up to 3.9 s
+/// with the next reports back-to-back to catch up: tokio's interval keeps the 1 s grid and
+/// each report covers exactly the time since the previous one), so lateness is printed, not
+/// asserted; what is asserted is that no slot lacks a report and no time goes uncovered.
 const LATE_GAP: Duration = Duration::from_millis(1100);
+/// Reports are timestamped after reading the maps, so never before their slot; this allows
+/// for the start instant being taken a little before the ticker's.
+const SLOT_TOLERANCE: Duration = Duration::from_millis(50);
+/// The median time between reports: 1 s within this.
+const MEDIAN_GAP_TOLERANCE: Duration = Duration::from_millis(50);
+/// hotprof's own CPU time per report, p99: well under the interval, or it falls behind for
+/// its own reasons.
+const MAX_REPORT_CPU: Duration = Duration::from_millis(500);
 
 /// The guest script. Every loop iteration starts two processes and appends a line to
 /// /tmp/started, so the stack-totals bound can be computed from what really ran.
@@ -131,11 +142,22 @@ fn soak(ctx: &mut Ctx) -> Result<()> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SoakFigures {
     pub intervals: u64,
-    pub max_gap: Duration,
-    pub min_gap: Duration,
-    pub p99_gap: Duration,
+    /// Time between consecutive reports: quantiles and extremes.
+    pub gap: Quantiles,
+    /// Reports more than [`LATE_GAP`] after the previous one.
     pub late_reports: usize,
+    /// The furthest any report was behind its 1 s slot.
+    pub max_lateness: Duration,
+    /// Reports made before their slot (must be none: one report per slot).
+    pub early_reports: usize,
+    /// Reports whose `duration_ns` does not join the previous one's end to their own: time
+    /// no report covered (must be none).
+    pub uncovered_reports: usize,
     pub last_elapsed: Duration,
+    /// hotprof's own CPU time per report.
+    pub report_cpu: Quantiles,
+    /// Wall time per report (CPU plus waiting for one).
+    pub report_wall: Quantiles,
     pub rss_samples: usize,
     pub rss_first_kb: u64,
     pub rss_last_kb: u64,
@@ -148,6 +170,43 @@ pub struct SoakFigures {
     pub stack_totals_full: u64,
     pub processes_started: u64,
     pub calls: u64,
+}
+
+/// p50, p99 and max of some durations.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Quantiles {
+    pub min: Duration,
+    pub p50: Duration,
+    pub p99: Duration,
+    pub max: Duration,
+}
+
+impl Quantiles {
+    fn of(mut values: Vec<Duration>) -> Self {
+        values.sort();
+        let at = |q: usize| {
+            values
+                .get((values.len() * q).div_ceil(100).saturating_sub(1))
+                .copied()
+                .unwrap_or_default()
+        };
+        Self {
+            min: values.first().copied().unwrap_or_default(),
+            p50: at(50),
+            p99: at(99),
+            max: values.last().copied().unwrap_or_default(),
+        }
+    }
+
+    fn show(&self) -> String {
+        format!(
+            "min {:.3} s p50 {:.3} s p99 {:.3} s max {:.3} s",
+            self.min.as_secs_f64(),
+            self.p50.as_secs_f64(),
+            self.p99.as_secs_f64(),
+            self.max.as_secs_f64()
+        )
+    }
 }
 
 impl SoakFigures {
@@ -163,12 +222,33 @@ impl SoakFigures {
                 .with_context(|| format!("an interval has no {key}"))
         };
         let mut gaps = Vec::new();
+        let mut report_cpu = Vec::new();
+        let mut report_wall = Vec::new();
+        let (mut late_reports, mut early_reports, mut uncovered_reports) = (0, 0, 0);
+        let mut max_lateness = Duration::ZERO;
+        let mut previous_end = 0;
         let mut max_task_entries = 0;
         let mut max_stack_entries = 0;
         let mut last_stack_entries = 0;
         let mut calls = 0;
-        for interval in intervals {
-            gaps.push(Duration::from_nanos(nanos(interval, "duration_ns")?));
+        for (slot, interval) in (1u64..).zip(intervals) {
+            let elapsed = nanos(interval, "elapsed_ns")?;
+            let covered = nanos(interval, "duration_ns")?;
+            let gap = Duration::from_nanos(elapsed.saturating_sub(previous_end));
+            if covered.abs_diff(elapsed.saturating_sub(previous_end)) > 1_000 {
+                uncovered_reports += 1;
+            }
+            previous_end = elapsed;
+            gaps.push(gap);
+            late_reports += usize::from(gap > LATE_GAP);
+            let due = Duration::from_secs(slot);
+            let at = Duration::from_nanos(elapsed);
+            if at + SLOT_TOLERANCE < due {
+                early_reports += 1;
+            }
+            max_lateness = max_lateness.max(at.saturating_sub(due));
+            report_cpu.push(Duration::from_nanos(nanos(interval, "report_cpu_ns")?));
+            report_wall.push(Duration::from_nanos(nanos(interval, "report_ns")?));
             max_task_entries = max_task_entries.max(nanos(interval, "task_entries")?);
             last_stack_entries = nanos(interval, "stack_entries")?;
             max_stack_entries = max_stack_entries.max(last_stack_entries);
@@ -176,11 +256,6 @@ impl SoakFigures {
                 calls += function["count"].as_u64().unwrap_or(0);
             }
         }
-        let last_elapsed = intervals
-            .last()
-            .map(|last| nanos(last, "elapsed_ns"))
-            .transpose()?
-            .map_or(Duration::ZERO, Duration::from_nanos);
         let samples = parse_rss(rss)?;
         let start = samples.first().map_or(0.0, |s| s.0);
         let after_warm_up: Vec<u64> = samples
@@ -195,18 +270,14 @@ impl SoakFigures {
         );
         Ok(Self {
             intervals: intervals.len() as u64,
-            max_gap: gaps.iter().copied().max().unwrap_or_default(),
-            min_gap: gaps.iter().copied().min().unwrap_or_default(),
-            p99_gap: {
-                let mut sorted = gaps.clone();
-                sorted.sort();
-                sorted
-                    .get((sorted.len() * 99).div_ceil(100).saturating_sub(1))
-                    .copied()
-                    .unwrap_or_default()
-            },
-            late_reports: gaps.iter().filter(|gap| **gap > LATE_GAP).count(),
-            last_elapsed,
+            gap: Quantiles::of(gaps),
+            late_reports,
+            max_lateness,
+            early_reports,
+            uncovered_reports,
+            last_elapsed: Duration::from_nanos(previous_end),
+            report_cpu: Quantiles::of(report_cpu),
+            report_wall: Quantiles::of(report_wall),
             rss_samples: samples.len(),
             rss_first_kb: after_warm_up[0],
             rss_last_kb: after_warm_up[after_warm_up.len() - 1],
@@ -226,21 +297,24 @@ impl SoakFigures {
     /// The figures, one line each, for the test output.
     pub fn summary(&self) -> String {
         format!(
-            "  intervals {} (want {SOAK_SECONDS} ±1), gap between reports min {:.3} s p99 {:.3} s max {:.3} s \
-             (limit {:.2} s), {} later than {:.1} s, last at {:.1} s\n  \
+            "  intervals {} (want {SOAK_SECONDS} ±1), last at {:.2} s; none uncovered: {}, none early: {}\n  \
+             gap between reports {}; {} later than {:.1} s; furthest behind its slot {:.2} s\n  \
+             hotprof's own CPU per report {}; wall per report {}\n  \
              RSS ({} samples): first after warm-up {} kB, last {} kB ({:+} kB), max after warm-up {} kB \
              (limit first +{RSS_GROWTH_LIMIT_KB}), max overall {} kB\n  \
              task entries max {} (limit {MAX_TASK_ENTRIES})\n  \
              stack-totals entries max {}, last {} for {} processes started (limit {}), calls missing from stack totals {}\n  \
              calls timed in intervals {}",
             self.intervals,
-            self.min_gap.as_secs_f64(),
-            self.p99_gap.as_secs_f64(),
-            self.max_gap.as_secs_f64(),
-            MAX_INTERVAL_GAP.as_secs_f64(),
+            self.last_elapsed.as_secs_f64(),
+            self.uncovered_reports,
+            self.early_reports,
+            self.gap.show(),
             self.late_reports,
             LATE_GAP.as_secs_f64(),
-            self.last_elapsed.as_secs_f64(),
+            self.max_lateness.as_secs_f64(),
+            self.report_cpu.show(),
+            self.report_wall.show(),
             self.rss_samples,
             self.rss_first_kb,
             self.rss_last_kb,
@@ -269,17 +343,32 @@ impl SoakFigures {
             self.intervals
         );
         ensure!(
-            self.max_gap < MAX_INTERVAL_GAP,
-            "an interval report came {:.3} s after the previous one (limit {:.2} s): one was missed",
-            self.max_gap.as_secs_f64(),
-            MAX_INTERVAL_GAP.as_secs_f64()
+            self.uncovered_reports == 0,
+            "{} reports do not start where the previous one ended: time no report covered",
+            self.uncovered_reports
         );
         ensure!(
-            self.last_elapsed.as_secs_f64() >= self.intervals as f64 - 2.0
-                && self.last_elapsed.as_secs_f64() <= self.intervals as f64 + 2.0,
-            "the last of {} interval reports came at {:.1} s: the reports drifted",
+            self.early_reports == 0,
+            "{} reports came before their 1 s slot: not one report per slot",
+            self.early_reports
+        );
+        ensure!(
+            self.last_elapsed < Duration::from_secs(self.intervals + 1),
+            "the last of {} reports came at {:.2} s: a slot had no report (or the reports drifted)",
             self.intervals,
             self.last_elapsed.as_secs_f64()
+        );
+        ensure!(
+            self.gap.p50.abs_diff(Duration::from_secs(1)) <= MEDIAN_GAP_TOLERANCE,
+            "the median time between reports is {:.3} s, want 1 s ±{} ms",
+            self.gap.p50.as_secs_f64(),
+            MEDIAN_GAP_TOLERANCE.as_millis()
+        );
+        ensure!(
+            self.report_cpu.p99 <= MAX_REPORT_CPU,
+            "hotprof needs {:.3} s of CPU per report (p99; limit {:.1} s): it cannot keep up with 1 s",
+            self.report_cpu.p99.as_secs_f64(),
+            MAX_REPORT_CPU.as_secs_f64()
         );
         ensure!(
             self.rss_max_after_warm_up_kb <= self.rss_first_kb + RSS_GROWTH_LIMIT_KB,
@@ -334,7 +423,8 @@ mod tests {
                 serde_json::json!({
                     "index": i, "elapsed_ns": i * gap_ms * 1_000_000,
                     "duration_ns": gap_ms * 1_000_000, "task_entries": tasks,
-                    "stack_entries": stacks,
+                    "stack_entries": stacks, "report_ns": 30_000_000u64,
+                    "report_cpu_ns": 20_000_000u64,
                     "functions": [{"name": "vfs_write", "count": 10}]
                 })
             })
@@ -368,9 +458,26 @@ mod tests {
                 .to_string()
         };
         assert!(check(recording(590, 1000, 3, 10), rss(9000, 9000)).contains("590 interval"));
-        let mut late = recording(600, 1000, 3, 10);
-        late["intervals"][300]["duration_ns"] = 2_000_000_000u64.into();
-        assert!(check(late, rss(9000, 9000)).contains("missed"));
+        // One slot without a report: the later reports all carry the index before theirs.
+        let mut skipped = recording(601, 1000, 3, 10);
+        let list = skipped["intervals"].as_array_mut().unwrap();
+        list.remove(300);
+        for (index, interval) in list.iter_mut().enumerate() {
+            interval["index"] = (index as u64 + 1).into();
+        }
+        list[300]["duration_ns"] = 2_000_000_000u64.into();
+        assert!(check(skipped, rss(9000, 9000)).contains("a slot had no report"));
+        // Time between two reports that neither covers.
+        let mut hole = recording(600, 1000, 3, 10);
+        hole["intervals"][10]["duration_ns"] = 500_000_000u64.into();
+        assert!(check(hole, rss(9000, 9000)).contains("covered"));
+        // Reports ahead of the grid.
+        assert!(check(recording(600, 990, 3, 10), rss(9000, 9000)).contains("before their"));
+        let mut slow = recording(600, 1000, 3, 10);
+        for interval in slow["intervals"].as_array_mut().unwrap() {
+            interval["report_cpu_ns"] = 700_000_000u64.into();
+        }
+        assert!(check(slow, rss(9000, 9000)).contains("CPU per report"));
         assert!(check(recording(600, 1000, 3, 10), rss(9000, 12000)).contains("RSS grew"));
         // Growth that falls back before the last sample (hotprof freeing its maps at stop)
         // still counts.
@@ -380,6 +487,19 @@ mod tests {
         assert!(check(recording(600, 1000, 500, 10), rss(9000, 9000)).contains("per-task"));
         assert!(check(recording(600, 1000, 3, 5000), rss(9000, 9000)).contains("stack-totals"));
         assert!(check(recording(600, 1100, 3, 10), rss(9000, 9000)).contains("drifted"));
+        // Late reports that catch up are fine: a 3 s stall, then two reports back-to-back.
+        let mut stalled = recording(600, 1000, 3, 10);
+        stalled["intervals"][99]["elapsed_ns"] = 102_000_000_000u64.into();
+        stalled["intervals"][99]["duration_ns"] = 3_000_000_000u64.into();
+        stalled["intervals"][100]["elapsed_ns"] = 102_010_000_000u64.into();
+        stalled["intervals"][100]["duration_ns"] = 10_000_000u64.into();
+        stalled["intervals"][101]["elapsed_ns"] = 102_020_000_000u64.into();
+        stalled["intervals"][101]["duration_ns"] = 10_000_000u64.into();
+        stalled["intervals"][102]["duration_ns"] = 980_000_000u64.into();
+        let figures = SoakFigures::measure(&stalled, &rss(9000, 9000), 100).expect("parses");
+        figures.check().expect("late but caught up");
+        assert_eq!(figures.late_reports, 1);
+        assert_eq!(figures.max_lateness, Duration::from_secs(2));
     }
 
     #[test]

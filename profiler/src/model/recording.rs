@@ -61,6 +61,15 @@ pub struct IntervalRecord {
     /// Live entries of the per-stack totals map (`--stacks` only; null otherwise).
     #[serde(default)]
     pub stack_entries: Option<u64>,
+    /// Time hotprof took to make this report: reading the maps, counting their entries and
+    /// printing. If reports fall behind the interval, this tells hotprof's own cost apart
+    /// from the machine not giving it the CPU.
+    #[serde(default)]
+    pub report_ns: Option<u64>,
+    /// CPU time hotprof's thread used for this report (the same work as `report_ns`, without
+    /// the time it waited for a CPU).
+    #[serde(default)]
+    pub report_cpu_ns: Option<u64>,
     /// Per probed function, in the order of the top-level `functions`.
     pub functions: Vec<IntervalFunction>,
 }
