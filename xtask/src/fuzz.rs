@@ -38,6 +38,15 @@ fn fuzz_dir() -> PathBuf {
     workspace_root().join("fuzz")
 }
 
+/// Builds every target (nightly, sanitizer instrumentation), with the build's output on the
+/// terminal: the first build takes minutes, and `run_target` captures its output.
+pub fn build_all() -> Result<()> {
+    let mut cmd = Command::new("cargo");
+    cmd.current_dir(fuzz_dir())
+        .args(["+nightly", "fuzz", "build"]);
+    crate::util::run(&mut cmd)
+}
+
 /// Runs one target for `seconds` and prints libFuzzer's final line (runs, coverage, corpus).
 pub fn run_target(target: &str, seconds: u64) -> Result<()> {
     let scratch = target_dir().join("fuzz-corpus").join(target);
@@ -58,10 +67,8 @@ pub fn run_target(target: &str, seconds: u64) -> Result<()> {
     println!("  {line}");
     let out = output(&mut cmd)?;
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let done = stderr
-        .lines()
-        .rev()
-        .find(|l| l.contains(" DONE ") || l.starts_with("stat::number_of_executed_units"));
+    // libFuzzer's last status line: `#RUNS DONE cov: N ft: N corp: N/SIZE ...`.
+    let done = stderr.lines().rev().find(|l| l.contains(" DONE "));
     let execs = stderr
         .lines()
         .find_map(|l| l.strip_prefix("stat::number_of_executed_units:"))

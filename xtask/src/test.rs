@@ -244,6 +244,9 @@ fn run_fuzz_checks(args: &TestArgs, seconds: u64, results: &mut Results) {
     if !results.check("setup_cargo_fuzz", setup::cargo_fuzz) {
         return;
     }
+    if !results.check("fuzz_build", fuzz::build_all) {
+        return;
+    }
     let targets = match fuzz::targets() {
         Ok(targets) => targets,
         Err(err) => {
