@@ -86,6 +86,8 @@ pub enum Command {
     /// Differential flamegraph of two folded-stack files (`--folded`), normalized.
     #[command(after_help = DIFF_FLAME_EXAMPLES)]
     DiffFlame(crate::compare_cmd::DiffFlameArgs),
+    /// Flame graph SVG of a folded-stacks file (`--folded`, or any other tool's).
+    Flamegraph(crate::flame_cmd::FlamegraphArgs),
     /// Show hotprof programs and kprobes still in the kernel (exit 1 if any): there should
     /// never be any once hotprof has exited.
     Status,

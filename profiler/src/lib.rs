@@ -11,6 +11,7 @@ pub mod compare;
 pub mod compare_cmd;
 pub mod export;
 pub mod flame;
+pub mod flame_cmd;
 pub mod list;
 pub mod model;
 pub mod progress;

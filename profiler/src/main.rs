@@ -44,6 +44,7 @@ fn main() {
             Some(Command::Man(args)) => profiler::cli_docs::write_man_pages(args.out.as_deref())
                 .map(|()| 0)
                 .map_err(Into::into),
+            Some(Command::Flamegraph(args)) => profiler::flame_cmd::run(&args),
             None => profiler::record::run(cli.record).await,
         }
     });

@@ -9,7 +9,9 @@ use tokio::signal::unix::{SignalKind, signal};
 use crate::attach::{self, AttachedMode, ProbeConfig, TracepointOffsets};
 use crate::cli::{FilterArgs, RecordArgs};
 use crate::collect::{self, Snapshot};
-use crate::model::{FunctionRecord, Recording, RunRecord, SCHEMA_VERSION};
+use crate::model::{
+    FunctionRecord, IntervalFunction, IntervalRecord, Recording, RunRecord, SCHEMA_VERSION,
+};
 use crate::progress::Progress;
 use crate::report;
 use crate::resolve::{self, KernelFunctions};
@@ -222,14 +224,16 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
     };
     let started = Instant::now();
     let mut runs = Vec::new();
+    let mut intervals = Vec::new();
     let mut exit_code = 0;
     let mut previous = Snapshot::default();
     for run in 1..=args.runs {
         if args.runs > 1 {
             eprintln!("hotprof: run {run}/{}", args.runs);
         }
-        let outcome = measure(&mut ebpf, &session, &mut signals, &previous).await?;
+        let mut outcome = measure(&mut ebpf, &session, &mut signals, &previous).await?;
         exit_code = outcome.exit_code;
+        intervals.append(&mut outcome.intervals);
         let now = collect::snapshot(&ebpf, probed.len())?;
         if follow {
             let delta = now.since(&previous);
@@ -257,6 +261,7 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
     let mut recording = session.recording(&last, started.elapsed());
     recording.losses.kernel_missed = kernel_missed;
     recording.runs = runs;
+    recording.intervals = intervals;
     if args.interval.is_some() || args.runs > 1 {
         println!(
             "--- total{}",
@@ -407,6 +412,54 @@ struct RunOutcome {
     /// Ctrl-C or SIGTERM: stop, do not start another run.
     interrupted: bool,
     workload_metrics: std::collections::BTreeMap<String, f64>,
+    /// `--interval` reports, for the JSON recording.
+    intervals: Vec<IntervalRecord>,
+}
+
+/// CPU time this thread has used (the runtime is single-threaded, so this is hotprof's own
+/// work, whatever else the machine is doing).
+fn thread_cpu_time() -> Duration {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out-pointer; CLOCK_THREAD_CPUTIME_ID exists on every Linux (2.6.12).
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) } != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+}
+
+/// The compact JSON form of one interval report.
+fn interval_record(
+    index: u64,
+    elapsed: Duration,
+    covered: Duration,
+    task_entries: u64,
+    stack_entries: Option<u64>,
+    recording: &Recording,
+) -> IntervalRecord {
+    IntervalRecord {
+        index,
+        elapsed_ns: elapsed.as_nanos() as u64,
+        duration_ns: covered.as_nanos() as u64,
+        task_entries,
+        stack_entries,
+        report_ns: None,
+        report_cpu_ns: None,
+        functions: recording
+            .functions
+            .iter()
+            .map(|f| IntervalFunction {
+                name: f.name.clone(),
+                count: f.count,
+                sum_ns: f.sum_ns,
+                p50_ns: f.p50_ns,
+                p99_ns: f.p99_ns,
+                max_ns: f.max_ns,
+            })
+            .collect(),
+    }
 }
 
 /// One measurement: runs the workload (if any) to its end, or waits for the duration or a
@@ -454,12 +507,14 @@ async fn measure(
         .filter(|_| workload.is_none() && progress.is_enabled())
         .map(|_| tokio::time::interval(Duration::from_millis(250)));
     let mut previous = since.clone();
+    let mut previous_at = Duration::ZERO;
     let mut interval_index = 0u64;
     let mut outcome = RunOutcome {
         exit_code: 0,
         elapsed: Duration::ZERO,
         interrupted: false,
         workload_metrics: Default::default(),
+        intervals: Vec::new(),
     };
     loop {
         tokio::select! {
@@ -485,11 +540,28 @@ async fn measure(
             _ = async { ticker.as_mut().unwrap().tick().await }, if ticker.is_some() => {
                 interval_index += 1;
                 progress.clear();
+                let woke_at = started.elapsed();
+                let cpu_at = thread_cpu_time();
                 let now = collect::snapshot(ebpf, session.probed.len())?;
+                let elapsed = started.elapsed();
+                let stack_entries = if args.wants_stacks() { Some(collect::stack_entries(ebpf)?) } else { None };
                 let recording = session.recording(&now.since(&previous), args.interval.unwrap_or_default());
-                println!("--- interval {interval_index} ({} elapsed)", crate::units::format_ns(started.elapsed().as_nanos() as f64));
+                println!("--- interval {interval_index} ({} elapsed)", crate::units::format_ns(elapsed.as_nanos() as f64));
                 print!("{}", report::render_recording(&recording));
+                println!("{}", report::render_map_entries(now.task_entries, stack_entries));
+                let mut record = interval_record(
+                    interval_index,
+                    elapsed,
+                    elapsed - previous_at,
+                    now.task_entries,
+                    stack_entries,
+                    &recording,
+                );
+                record.report_ns = Some((started.elapsed() - woke_at).as_nanos() as u64);
+                record.report_cpu_ns = Some((thread_cpu_time().saturating_sub(cpu_at)).as_nanos() as u64);
+                outcome.intervals.push(record);
                 previous = now;
+                previous_at = elapsed;
             }
             _ = async { progress_ticker.as_mut().unwrap().tick().await }, if progress_ticker.is_some() => {
                 progress.waiting(started.elapsed(), args.duration.unwrap_or_default());
@@ -578,6 +650,7 @@ impl Session<'_> {
             losses: snapshot.losses(),
             probe_overhead_ns: self.overhead,
             runs: Vec::new(),
+            intervals: Vec::new(),
         }
     }
 }

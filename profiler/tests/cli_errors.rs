@@ -239,5 +239,51 @@ fn bad_recordings_are_one_line_errors() {
         &["diff-flame", &not_folded, &not_folded, "-o", "/tmp/x.svg"],
         "bad.folded",
     );
+    let empty_folded = write("empty.folded", b"");
+    let missing = dir.join("missing.folded").to_string_lossy().into_owned();
+    let out = dir.join("out.svg").to_string_lossy().into_owned();
+    for (input, expected) in [
+        (&not_folded, "bad.folded"),
+        (&empty_folded, "nothing to draw"),
+        (&missing, "cannot read"),
+    ] {
+        assert_one_line_error(&["flamegraph", input, "-o", &out], expected);
+    }
+    let good_folded = write("good.folded", b"sh;vfs_write_[k] 100\nsh;vfs_read_[k] 50\n");
+    assert_one_line_error(
+        &["flamegraph", &good_folded, "-o", "/nonexistent-dir/x.svg"],
+        "cannot write",
+    );
+    assert_one_line_error(&["flamegraph", &good_folded], "--output");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `hotprof flamegraph` draws a folded file: the root frame totals its weights.
+#[test]
+fn flamegraph_subcommand_draws_a_folded_file() {
+    let dir = std::env::temp_dir().join(format!("hotprof-flame-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = dir.join("in.folded");
+    std::fs::write(
+        &input,
+        "sh;vfs_write_[k] 100\nsh;vfs_read_[k] 50\nsh;vfs_write_[k] 7\n",
+    )
+    .unwrap();
+    let svg = dir.join("out.svg");
+    let output = Command::new(env!("CARGO_BIN_EXE_hotprof"))
+        .args(["flamegraph", "--unit", "calls", "--title", "t"])
+        .arg(&input)
+        .arg("-o")
+        .arg(&svg)
+        .output()
+        .expect("hotprof runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.contains("all (157 calls"), "root frame: {svg}");
+    assert!(svg.contains("vfs_write (107 calls"), "vfs_write frame");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -6,12 +6,15 @@
 //! runs commands in a guest (`vm`), runs the whole test suite (`test`) and shows hotprof off
 //! (`demo`).
 
+mod bench;
 mod build;
+mod fuzz;
 mod host;
 mod initramfs;
 mod kernels;
 mod scenarios;
 mod setup;
+mod soak;
 mod test;
 mod util;
 mod vm;
@@ -57,6 +60,8 @@ enum Task {
     Test(test::TestArgs),
     /// Boot 6.12 and profile __audit_filter_op under syscall_lat with audit rules loaded.
     Demo,
+    /// Benchmarks (flamegraph rendering: hotprof vs inferno-flamegraph on 1M folded lines).
+    Bench,
 }
 
 #[derive(Args)]
@@ -101,6 +106,7 @@ fn main() -> ExitCode {
         Task::Vm(args) => vm_command(args),
         Task::Test(args) => test::run_tests(&args),
         Task::Demo => demo(),
+        Task::Bench => bench::run().map(|()| ExitCode::SUCCESS),
     };
     result.unwrap_or_else(|err| {
         eprintln!("error: {err:#}");

@@ -692,11 +692,17 @@ impl Ctx {
 
     /// Boots a fresh guest and runs `script` in it (busybox `sh`, cwd `/out`).
     pub fn run(&mut self, script: &str) -> Result<Guest> {
+        self.run_with_timeout(script, self.timeout)
+    }
+
+    /// [`Ctx::run`] for a long script: the guest may take `at_least` (or the configured
+    /// timeout, if longer) before it is killed as hung.
+    pub fn run_with_timeout(&mut self, script: &str, at_least: Duration) -> Result<Guest> {
         self.runs += 1;
         let out_dir = self.out_root.join(format!("run{}", self.runs));
         fresh_dir(&out_dir)?;
         let run = VmRun {
-            timeout: self.timeout,
+            timeout: self.timeout.max(at_least),
             echo: self.echo,
             ..VmRun::new(self.kernel, script, out_dir)
         };

@@ -171,18 +171,52 @@ fn bpf_linker() -> Result<()> {
     }
 }
 
+/// cargo-fuzz, the libFuzzer driver `cargo xtask test --fuzz` runs the targets in `fuzz/`
+/// with. Installed only when fuzzing is asked for (it is not needed to build or test hotprof);
+/// skipped when any cargo-fuzz is already installed.
+const CARGO_FUZZ_VERSION: &str = "=0.13.2";
+
+pub fn cargo_fuzz() -> Result<()> {
+    step("setup", "cargo-fuzz (runs the fuzz targets)");
+    if let Some(version) = installed_version("cargo-fuzz") {
+        println!("  ok (already present: {version})");
+        return Ok(());
+    }
+    let mut install = Command::new("cargo");
+    install.args([
+        "install",
+        "cargo-fuzz",
+        "--locked",
+        "--version",
+        CARGO_FUZZ_VERSION,
+    ]);
+    run(&mut install).context("could not install cargo-fuzz (`cargo install cargo-fuzz`)")?;
+    match installed_version("cargo-fuzz") {
+        Some(version) => {
+            println!("  ok (installed {version})");
+            Ok(())
+        }
+        None => bail!(
+            "cargo-fuzz was installed but `cargo-fuzz --version` does not run; is {} on PATH?",
+            cargo_bin_dir().display()
+        ),
+    }
+}
+
+/// The version line of a cargo-installed tool, looking on PATH and then in cargo's bin dir.
+fn installed_version(tool: &str) -> Option<String> {
+    [PathBuf::from(tool), cargo_bin_dir().join(tool)]
+        .into_iter()
+        .find_map(|program| {
+            let out = output(Command::new(program).arg("--version")).ok()?;
+            out.status
+                .success()
+                .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        })
+}
+
 /// The installed bpf-linker's version line, looking on PATH and then in cargo's bin dir
 /// (which a fresh shell may not have on PATH yet).
 fn bpf_linker_version() -> Option<String> {
-    [
-        PathBuf::from("bpf-linker"),
-        cargo_bin_dir().join("bpf-linker"),
-    ]
-    .into_iter()
-    .find_map(|program| {
-        let out = output(Command::new(program).arg("--version")).ok()?;
-        out.status
-            .success()
-            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
-    })
+    installed_version("bpf-linker")
 }

@@ -12,10 +12,12 @@ use anyhow::{Result, anyhow, bail};
 use clap::Args;
 
 use crate::build;
+use crate::fuzz;
 use crate::host;
 use crate::kernels::{self, Kernel};
 use crate::scenarios::{Ctx, SCENARIOS, Scenario};
 use crate::setup;
+use crate::soak::SOAK;
 use crate::util::{cargo, fresh_dir, is_root, run, secs, target_dir};
 
 #[derive(Args)]
@@ -41,6 +43,16 @@ pub struct TestArgs {
     /// scenario's command a few more).
     #[arg(long, default_value_t = 180)]
     vm_timeout: u64,
+    /// Also run the 10-minute soak on 6.12 (`hotprof --interval 1s --stacks` under a workload
+    /// that keeps starting processes: RSS, map entries, missed intervals). Not in the default
+    /// run; `--only soak` runs it alone.
+    #[arg(long)]
+    soak: bool,
+    /// Also run each cargo-fuzz target in fuzz/ for SECS seconds from its committed corpus,
+    /// failing on any crash (installs cargo-fuzz first). Not in the default run; `--only fuzz`
+    /// (or `fuzz_TARGET`) with `--fuzz SECS` runs only that.
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    fuzz: Option<u64>,
 }
 
 /// A check that runs on the host.
@@ -140,6 +152,9 @@ pub fn run_tests(args: &TestArgs) -> Result<ExitCode> {
     if let Some(unknown) = args.only.iter().find(|only| !known_check(only)) {
         bail!("--only {unknown}: no such check (see `cargo xtask test --list`)");
     }
+    if args.fuzz.is_none() && args.only.iter().any(|only| is_fuzz_check(only)) {
+        bail!("--only fuzz needs --fuzz SECS (how long to run each target)");
+    }
     if args.list {
         print_checks();
         return Ok(ExitCode::SUCCESS);
@@ -154,6 +169,9 @@ pub fn run_tests(args: &TestArgs) -> Result<ExitCode> {
     {
         results.check(check.name, check.run);
     }
+    if let Some(seconds) = args.fuzz {
+        run_fuzz_checks(args, seconds, &mut results);
+    }
     let vm_checks = args.vm_checks();
     if !vm_checks.is_empty() {
         run_vm_checks(args, &vm_checks, &mut results);
@@ -167,13 +185,24 @@ impl TestArgs {
         self.only.is_empty() || self.only.iter().any(|only| only == name || only == group)
     }
 
+    /// Whether the opt-in soak runs: asked for with `--soak`, or named in `--only`.
+    fn wants_soak(&self) -> bool {
+        self.soak
+            || self
+                .only
+                .iter()
+                .any(|only| only.split('@').next() == Some(SOAK.name))
+    }
+
     /// The selected scenarios, each with a kernel it runs on.
     fn vm_checks(&self) -> Vec<(&'static Scenario, Kernel)> {
         if self.skip_vm {
             return Vec::new();
         }
+        let soak = self.wants_soak().then_some(&SOAK);
         SCENARIOS
             .iter()
+            .chain(soak)
             .flat_map(|scenario| {
                 scenario
                     .kernels
@@ -190,9 +219,55 @@ fn print_checks() {
     for check in HOST_CHECKS {
         println!("{:<28} {}", check.name, check.about);
     }
+    for target in fuzz::targets().unwrap_or_default() {
+        println!(
+            "{:<28} cargo fuzz run {target} (opt-in: --fuzz SECS)",
+            format!("fuzz_{target}")
+        );
+    }
     for scenario in SCENARIOS {
         for kernel in scenario.kernels {
             println!("{:<28} VM scenario", instance(scenario, *kernel));
+        }
+    }
+    for kernel in SOAK.kernels {
+        println!(
+            "{:<28} VM scenario, 10 minutes (opt-in: --soak)",
+            instance(&SOAK, *kernel)
+        );
+    }
+}
+
+/// `fuzz` (every target) or `fuzz_<target>`.
+fn is_fuzz_check(name: &str) -> bool {
+    name == "fuzz"
+        || name.strip_prefix("fuzz_").is_some_and(|target| {
+            fuzz::targets().is_ok_and(|targets| targets.iter().any(|t| t == target))
+        })
+}
+
+/// Installs cargo-fuzz if needed, then runs every selected fuzz target for `seconds`.
+fn run_fuzz_checks(args: &TestArgs, seconds: u64, results: &mut Results) {
+    let selected = |name: &str| {
+        args.only.is_empty() || args.only.iter().any(|only| only == name || only == "fuzz")
+    };
+    if !results.check("setup_cargo_fuzz", setup::cargo_fuzz) {
+        return;
+    }
+    if !results.check("fuzz_build", fuzz::build_all) {
+        return;
+    }
+    let targets = match fuzz::targets() {
+        Ok(targets) => targets,
+        Err(err) => {
+            results.check("fuzz", || Err(err));
+            return;
+        }
+    };
+    for target in targets {
+        let name = format!("fuzz_{target}");
+        if selected(&name) {
+            results.check(&name, || fuzz::run_target(&target, seconds));
         }
     }
 }
@@ -254,7 +329,8 @@ fn instance(scenario: &Scenario, kernel: Kernel) -> String {
 
 fn known_check(name: &str) -> bool {
     HOST_CHECKS.iter().any(|check| check.name == name)
-        || SCENARIOS.iter().any(|scenario| {
+        || is_fuzz_check(name)
+        || SCENARIOS.iter().chain([&SOAK]).any(|scenario| {
             scenario.name == name
                 || scenario
                     .kernels

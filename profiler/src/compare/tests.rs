@@ -96,6 +96,7 @@ fn recording(functions: &[(&str, Shape)], seed: u64) -> Recording {
         losses: Losses::default(),
         probe_overhead_ns: None,
         runs: if runs > 1 { run_records } else { Vec::new() },
+        intervals: Vec::new(),
     }
 }
 

@@ -698,6 +698,7 @@ mod tests {
             },
             probe_overhead_ns: Some(120.0),
             runs: vec![],
+            intervals: vec![],
         }
     }
 

@@ -516,6 +516,7 @@ mod tests {
             },
             probe_overhead_ns: Some(412.5),
             runs: vec![],
+            intervals: vec![],
         }
     }
 

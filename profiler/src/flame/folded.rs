@@ -139,16 +139,27 @@ const UNKNOWN_FRAME: &str = "[unknown]";
 
 /// Merges lines with the same stack (summing, saturating), drops weight-0 lines and sorts by
 /// stack: the canonical form [`fold`] produces, for input read back with [`parse_folded`].
+///
+/// A sort and one pass rather than a map keyed by stack: the same result, markedly faster for
+/// a million long stacks (`cargo xtask bench`'s flamegraph section).
 pub fn merge_folded(folded: &[(String, u64)]) -> Vec<(String, u64)> {
-    let mut merged: BTreeMap<&str, u64> = BTreeMap::new();
-    for (stack, weight) in folded.iter().filter(|(_, weight)| *weight > 0) {
-        let total = merged.entry(stack.as_str()).or_insert(0);
-        *total = total.saturating_add(*weight);
+    let mut nonzero: Vec<(&str, u64)> = folded
+        .iter()
+        .filter(|(_, weight)| *weight > 0)
+        .map(|(stack, weight)| (stack.as_str(), *weight))
+        .collect();
+    // Equal stacks are summed, so their relative order does not matter.
+    nonzero.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let mut merged: Vec<(String, u64)> = Vec::with_capacity(nonzero.len());
+    for (stack, weight) in nonzero {
+        match merged.last_mut() {
+            Some((last, total)) if last.as_str() == stack => {
+                *total = total.saturating_add(weight);
+            }
+            _ => merged.push((stack.to_string(), weight)),
+        }
     }
     merged
-        .into_iter()
-        .map(|(stack, weight)| (stack.to_string(), weight))
-        .collect()
 }
 
 /// The frames of a stack array up to its first 0 (unused map slots are zeroed).
@@ -285,14 +296,45 @@ fn parse_weight(text: &str) -> Result<u64, FoldedReason> {
 }
 
 /// Checks that `stack` is one that inferno reads back as exactly this stack.
+///
+/// One pass over the bytes (this runs on every line of a million-line file, twice): the same
+/// verdicts as `split(';')` + `trim()` and `chars().any(char::is_control)`, which
+/// `check_stack_matches_the_char_based_definition` pins.
 pub(crate) fn check_stack(stack: &str) -> Result<(), FoldedReason> {
     if stack.is_empty() {
         return Err(FoldedReason::EmptyStack);
     }
-    if stack.split(';').any(|frame| frame.trim().is_empty()) {
+    let bytes = stack.as_bytes();
+    let mut frame_start = 0;
+    // Whether the current frame has an ASCII byte that is neither whitespace nor control,
+    // so that `trim()` cannot make it empty.
+    let mut frame_has_text = false;
+    let mut empty_frame = false;
+    let mut control = false;
+    for (index, &byte) in bytes.iter().enumerate() {
+        match byte {
+            b';' => {
+                if !frame_has_text && stack[frame_start..index].trim().is_empty() {
+                    empty_frame = true;
+                }
+                frame_start = index + 1;
+                frame_has_text = false;
+            }
+            // C0 controls but tab, and DEL.
+            0x00..=0x08 | 0x0a..=0x1f | 0x7f => control = true,
+            // C1 controls U+0080..U+009F are 0xC2 0x80..0x9F in UTF-8.
+            0xc2 if matches!(bytes.get(index + 1), Some(0x80..=0x9f)) => control = true,
+            b'!'..=b'~' => frame_has_text = true,
+            _ => {}
+        }
+    }
+    if !frame_has_text && stack[frame_start..].trim().is_empty() {
+        empty_frame = true;
+    }
+    if empty_frame {
         return Err(FoldedReason::EmptyFrame);
     }
-    if stack.chars().any(|c| c.is_control() && c != '\t') {
+    if control {
         return Err(FoldedReason::ControlCharacter);
     }
     if stack
@@ -335,6 +377,47 @@ pub fn total_weight(folded: &[(String, u64)]) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn check_stack_matches_the_char_based_definition() {
+        // The definition the byte scan must agree with.
+        fn reference(stack: &str) -> Result<(), super::FoldedReason> {
+            use super::FoldedReason;
+            if stack.is_empty() {
+                return Err(FoldedReason::EmptyStack);
+            }
+            if stack.split(';').any(|frame| frame.trim().is_empty()) {
+                return Err(FoldedReason::EmptyFrame);
+            }
+            if stack.chars().any(|c| c.is_control() && c != '\t') {
+                return Err(FoldedReason::ControlCharacter);
+            }
+            if stack
+                .rsplit_once(' ')
+                .is_some_and(|(_, last)| super::is_count(last))
+            {
+                return Err(FoldedReason::AmbiguousNumber);
+            }
+            Ok(())
+        }
+        let pieces = [
+            "a", "b c", " ", "\t", ";", "\u{3000}", "\u{85}", "\u{9f}", "\u{a0}", "\u{7f}", "\n",
+            "\u{1}", "é", "12", "1.5", "_[k]", "\u{2028}", "x\u{c2}", "",
+        ];
+        let mut cases = Vec::new();
+        for a in pieces {
+            for b in pieces {
+                for c in pieces {
+                    cases.push(format!("{a}{b}{c}"));
+                    cases.push(format!("{a};{b}{c}"));
+                    cases.push(format!("{a}{b};{c}"));
+                }
+            }
+        }
+        for stack in &cases {
+            assert_eq!(super::check_stack(stack), reference(stack), "{stack:?}");
+        }
+    }
+
     use super::*;
     use std::cell::Cell;
 

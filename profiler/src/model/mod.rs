@@ -5,6 +5,6 @@ mod recording;
 
 pub use histogram::Histogram;
 pub use recording::{
-    FunctionRecord, LoadError, Losses, Recording, RunRecord, SCHEMA_VERSION, load_recording,
-    parse_recording,
+    FunctionRecord, IntervalFunction, IntervalRecord, LoadError, Losses, Recording, RunRecord,
+    SCHEMA_VERSION, load_recording, parse_recording,
 };

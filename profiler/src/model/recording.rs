@@ -38,6 +38,51 @@ pub struct Recording {
     /// merged). Empty for a single run.
     #[serde(default)]
     pub runs: Vec<RunRecord>,
+    /// With `--interval`: one compact record per interval report, in order. Kept small (no
+    /// buckets) because a long `--interval` run holds them all in memory until it writes
+    /// the file: about 100 bytes per interval and function.
+    #[serde(default)]
+    pub intervals: Vec<IntervalRecord>,
+}
+
+/// One `--interval` report: when it was taken, what each function did in it, and how full
+/// the kernel maps were at that instant (the soak test watches these for leaks).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct IntervalRecord {
+    /// 1, 2, … in the order printed.
+    pub index: u64,
+    /// Time from the start of measuring to this report's snapshot of the maps.
+    pub elapsed_ns: u64,
+    /// Time since the previous report's snapshot (or the start): the interval actually
+    /// covered, which is the nominal `--interval` unless the process was delayed.
+    pub duration_ns: u64,
+    /// Live entries of the per-task frame map: tasks with a probed call open at the snapshot.
+    pub task_entries: u64,
+    /// Live entries of the per-stack totals map (`--stacks` only; null otherwise).
+    #[serde(default)]
+    pub stack_entries: Option<u64>,
+    /// Time hotprof took to make this report: reading the maps, counting their entries and
+    /// printing. If reports fall behind the interval, this tells hotprof's own cost apart
+    /// from the machine not giving it the CPU.
+    #[serde(default)]
+    pub report_ns: Option<u64>,
+    /// CPU time hotprof's thread used for this report (the same work as `report_ns`, without
+    /// the time it waited for a CPU).
+    #[serde(default)]
+    pub report_cpu_ns: Option<u64>,
+    /// Per probed function, in the order of the top-level `functions`.
+    pub functions: Vec<IntervalFunction>,
+}
+
+/// One function's figures within one interval.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct IntervalFunction {
+    pub name: String,
+    pub count: u64,
+    pub sum_ns: u64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
 }
 
 /// One of several runs of the same workload (`--runs N`).
@@ -323,6 +368,7 @@ mod tests {
             losses: Losses::default(),
             probe_overhead_ns: None,
             runs: vec![],
+            intervals: vec![],
         }
     }
 

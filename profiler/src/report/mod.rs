@@ -3,7 +3,7 @@
 pub mod stacks;
 mod text;
 
-pub use text::{render_function, render_losses, render_recording};
+pub use text::{render_function, render_losses, render_map_entries, render_recording};
 
 use std::path::Path;
 

@@ -161,6 +161,17 @@ fn render_histogram(f: &FunctionRecord) -> String {
     out
 }
 
+/// The map-occupancy line of an `--interval` report: how many tasks have a probed call open
+/// (per-task frame map entries) and, with `--stacks`, how many distinct stacks are summed in
+/// the kernel. A leak shows as a count that keeps climbing from one interval to the next.
+pub fn render_map_entries(task_entries: u64, stack_entries: Option<u64>) -> String {
+    let mut line = format!("maps: {task_entries} task entries (calls open)");
+    if let Some(stacks) = stack_entries {
+        let _ = write!(line, ", {stacks} stack-totals entries");
+    }
+    line
+}
+
 /// The losses line(s): always printed, so "nothing lost" is a statement, not an omission.
 pub fn render_losses(losses: &Losses) -> String {
     let items = [
@@ -211,6 +222,18 @@ pub fn render_losses(losses: &Losses) -> String {
 mod tests {
     use super::*;
     use crate::model::Histogram;
+
+    #[test]
+    fn map_entries_line_names_both_maps_only_with_stacks() {
+        assert_eq!(
+            render_map_entries(3, None),
+            "maps: 3 task entries (calls open)"
+        );
+        assert_eq!(
+            render_map_entries(0, Some(1234)),
+            "maps: 0 task entries (calls open), 1234 stack-totals entries"
+        );
+    }
 
     fn function() -> FunctionRecord {
         let mut histogram = Histogram::new();
