@@ -38,7 +38,9 @@ pub struct Frame {
 #[derive(Clone, Copy, Debug)]
 pub struct TaskFrames {
     pub depth: u32,
-    pub _pad: u32,
+    /// The thread group the task belonged to when it passed the filters: a later call by the
+    /// same tid *and* tgid skips the process-level filter lookups.
+    pub tgid: u32,
     /// Total time this task spent switched out while it had open frames (`--off-cpu`).
     pub off_cpu_ns: u64,
     /// When the task was last switched out with open frames, or 0.
@@ -49,7 +51,7 @@ pub struct TaskFrames {
 impl TaskFrames {
     pub const EMPTY: Self = Self {
         depth: 0,
-        _pad: 0,
+        tgid: 0,
         off_cpu_ns: 0,
         switched_out_ns: 0,
         frames: [Frame {

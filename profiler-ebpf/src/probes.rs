@@ -9,7 +9,7 @@ use aya_ebpf::{
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext, TracePointContext},
 };
 
-use crate::frames::{ReturnOf, TGIDS, enter, leave, on_switch};
+use crate::frames::{ReturnOf, TGIDS, enter, leave, on_exit, on_switch};
 
 /// Function id for each probed kernel address (`bpf_get_func_ip` in kprobe mode).
 #[map]
@@ -127,6 +127,14 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
     if let (Ok(prev), Ok(next)) = (prev, next) {
         on_switch(prev as u32, next as u32);
     }
+    0
+}
+
+/// `sched/sched_process_exit`: fires for every exiting thread; frees its frame stack.
+/// Minimum kernel 4.7.
+#[tracepoint]
+pub fn sched_process_exit(_ctx: TracePointContext) -> u32 {
+    on_exit(bpf_get_current_pid_tgid() as u32);
     0
 }
 

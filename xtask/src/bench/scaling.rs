@@ -31,7 +31,8 @@ wc -l < /tmp/cold > /out/cold-count
 pub fn run(tools: &Tools) -> Result<String> {
     let mut script = String::from("set +e\n");
     script.push_str(PICK_COLD_FUNCTIONS);
-    let _ = writeln!(script, "up() {{ cut -d' ' -f1 /proc/uptime; }}");
+    // Seconds since boot; spelled out because the workload's own `sh -c` runs it too.
+    let up = "cut -d' ' -f1 /proc/uptime";
     for (index, count) in COUNTS.iter().enumerate() {
         if index < BASELINES {
             let _ = writeln!(script, "syscall_lat {CALLS} > /out/base-{index}.txt 2>&1");
@@ -40,13 +41,14 @@ pub fn run(tools: &Tools) -> Result<String> {
             script,
             r#"
 fns="--fn __x64_sys_getpid $(head -n {others} /tmp/cold | sed 's/^/--fn /')"
-t0=$(up)
-hotprof --mode kprobe --no-calibrate $fns -- sh -c "up > /out/s{count}-started; syscall_lat {CALLS} > /out/s{count}-lat.txt 2>&1; up > /out/s{count}-done; exec sleep 600" > /out/s{count}-hotprof.txt 2>&1 &
+t0=$({up})
+hotprof --mode kprobe --no-calibrate $fns -- sh -c "{up} > /out/s{count}-started; syscall_lat {CALLS} > /out/s{count}-lat.txt 2>&1; {up} > /out/s{count}-done; exec sleep 600" > /out/s{count}-hotprof.txt 2>&1 &
 hp=$!
-while [ ! -s /out/s{count}-done ] && kill -0 $hp 2>/dev/null; do sleep 0.2; done
-t_int=$(up)
+waited=0
+while [ ! -s /out/s{count}-done ] && kill -0 $hp 2>/dev/null && [ $waited -lt 1500 ]; do sleep 0.2; waited=$((waited + 1)); done
+t_int=$({up})
 kill -INT $hp; wait $hp; code=$?
-echo "$t0 $t_int $(up) $code" > /out/s{count}-times
+echo "$t0 $t_int $({up}) $code" > /out/s{count}-times
 "#,
             others = count - 1,
         );
