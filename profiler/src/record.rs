@@ -149,6 +149,9 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
             }
             .into());
         }
+        if let Err(err) = attach::raise_fd_limit(targets.len()) {
+            eprintln!("hotprof: note: could not raise the open-file limit: {err}");
+        }
         let (mode, notes) = attach::attach_functions(&mut ebpf, &targets, args.mode)?;
         for note in notes {
             eprintln!("hotprof: note: {note}");
