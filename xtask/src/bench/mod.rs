@@ -51,6 +51,10 @@ pub struct BenchArgs {
     /// Do not rebuild the guest binaries; use whatever target/guest holds.
     #[arg(long)]
     pub no_build: bool,
+    /// Another static hotprof build to run as one more variant (before/after an
+    /// optimization), e.g. `target/guest/x86_64-unknown-linux-gnu/release/hotprof` of main.
+    #[arg(long, value_name = "HOTPROF")]
+    pub baseline_hotprof: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -72,7 +76,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         setup::run_all()?;
         build::build_guest()?;
     }
-    let tools = Tools::build(!args.no_build)?;
+    let tools = Tools::build(!args.no_build, args.baseline_hotprof.as_deref())?;
     let dir = target_dir().join("bench");
     fs::create_dir_all(&dir).with_context(|| format!("could not create {}", dir.display()))?;
 
@@ -139,12 +143,14 @@ pub struct Tools {
     pub bin_dir: PathBuf,
     /// cpio layer with empty_probe and bpftrace (+ its libraries) for the guest.
     pub guest_layer: PathBuf,
+    /// `--baseline-hotprof`, copied to `target/bench/baseline/hotprof_baseline`.
+    pub baseline_hotprof: Option<PathBuf>,
 }
 
 const BPFTRACE: &str = "/usr/bin/bpftrace";
 
 impl Tools {
-    fn build(rebuild: bool) -> Result<Self> {
+    fn build(rebuild: bool, baseline_hotprof: Option<&Path>) -> Result<Self> {
         let empty_probe = if rebuild {
             build::build_guest_example("profiler", "empty_probe")?
         } else {
@@ -156,18 +162,36 @@ impl Tools {
                 empty_probe.display()
             );
         }
-        let guest_layer = guest_layer(&empty_probe)?;
+        let baseline = match baseline_hotprof {
+            Some(source) => {
+                let dir = Self::baseline_dir();
+                fs::create_dir_all(&dir)
+                    .with_context(|| format!("could not create {}", dir.display()))?;
+                let copy = dir.join("hotprof_baseline");
+                fs::copy(source, &copy)
+                    .with_context(|| format!("could not copy {}", source.display()))?;
+                Some(copy)
+            }
+            None => None,
+        };
+        let guest_layer = guest_layer(&empty_probe, baseline.as_deref())?;
         Ok(Self {
             bin_dir: build::guest_bin_dir(),
             guest_layer,
+            baseline_hotprof: baseline,
         })
+    }
+
+    /// Where the baseline hotprof is put, under a name of its own, for the host's PATH.
+    pub fn baseline_dir() -> PathBuf {
+        target_dir().join("bench").join("baseline")
     }
 }
 
 /// Builds (or reuses) `target/bench/guest-layer.cpio`: `/bin/empty_probe`, `/bin/bpftrace`,
 /// and every shared library `ldd` lists for bpftrace at its host path (the dynamic loader at
 /// `/lib64`), so the host's bpftrace runs unchanged in the busybox guest.
-fn guest_layer(empty_probe: &Path) -> Result<PathBuf> {
+fn guest_layer(empty_probe: &Path, baseline_hotprof: Option<&Path>) -> Result<PathBuf> {
     if !Path::new(BPFTRACE).is_file() {
         bail!("{BPFTRACE} not found: `cargo xtask setup` installs bpftrace");
     }
@@ -176,6 +200,7 @@ fn guest_layer(empty_probe: &Path) -> Result<PathBuf> {
     let libraries = ldd_paths(&ldd);
     let mut inputs = vec![empty_probe.to_path_buf(), PathBuf::from(BPFTRACE)];
     inputs.extend(libraries.iter().cloned());
+    inputs.extend(baseline_hotprof.map(Path::to_path_buf));
     let dir = target_dir().join("bench");
     fs::create_dir_all(&dir).with_context(|| format!("could not create {}", dir.display()))?;
     let layer = dir.join("guest-layer.cpio");
@@ -200,6 +225,9 @@ fn guest_layer(empty_probe: &Path) -> Result<PathBuf> {
         |path: &Path| fs::read(path).with_context(|| format!("could not read {}", path.display()));
     cpio.file("bin/empty_probe", 0o755, &read(empty_probe)?);
     cpio.file("bin/bpftrace", 0o755, &read(Path::new(BPFTRACE))?);
+    if let Some(baseline) = baseline_hotprof {
+        cpio.file("bin/hotprof_baseline", 0o755, &read(baseline)?);
+    }
     for library in &libraries {
         // fs::read follows the symlink: the guest gets the file under the name ld.so looks for.
         cpio.file(&library.to_string_lossy(), 0o755, &read(library)?);

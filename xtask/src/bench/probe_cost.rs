@@ -101,6 +101,10 @@ impl Mechanism {
             Variant::Hotprof => {
                 format!("hotprof {} --no-calibrate -- {workload}", self.hotprof_args)
             }
+            Variant::HotprofBaseline => format!(
+                "hotprof_baseline {} --no-calibrate -- {workload}",
+                self.hotprof_args
+            ),
             Variant::Bpftrace => format!(
                 "bpftrace -e '{} /pid == cpid/ {{ @start[tid] = nsecs; }} \
                  {} /@start[tid]/ {{ @ns = hist(nsecs - @start[tid]); delete(@start[tid]); }}' \
@@ -115,7 +119,7 @@ impl Mechanism {
         let avg = syscall_lat_avg_ns(output).ok_or("no syscall_lat line")?;
         let counted = match variant {
             Variant::None | Variant::Empty => return Ok(avg),
-            Variant::Hotprof => hotprof_calls(output),
+            Variant::Hotprof | Variant::HotprofBaseline => hotprof_calls(output),
             Variant::Bpftrace => bpftrace_hist_total(output),
         };
         match counted {
@@ -135,14 +139,23 @@ enum Variant {
     Empty,
     Hotprof,
     Bpftrace,
+    /// Another hotprof build (`--baseline-hotprof`), e.g. before an optimization.
+    HotprofBaseline,
 }
 
-const VARIANTS: [Variant; 4] = [
-    Variant::None,
-    Variant::Empty,
-    Variant::Hotprof,
-    Variant::Bpftrace,
-];
+/// The variants of one round, in order.
+fn variants(baseline: bool) -> Vec<Variant> {
+    let mut variants = vec![
+        Variant::None,
+        Variant::Empty,
+        Variant::Hotprof,
+        Variant::Bpftrace,
+    ];
+    if baseline {
+        variants.push(Variant::HotprofBaseline);
+    }
+    variants
+}
 
 impl Variant {
     fn key(self) -> &'static str {
@@ -151,6 +164,7 @@ impl Variant {
             Variant::Empty => "empty",
             Variant::Hotprof => "hotprof",
             Variant::Bpftrace => "bpftrace",
+            Variant::HotprofBaseline => "hotprof-baseline",
         }
     }
 }
@@ -160,16 +174,18 @@ type Samples = BTreeMap<Variant, Vec<Result<f64, String>>>;
 
 /// Host: syscall tracepoints, the only kernel probes the host kernel allows.
 pub fn host(tools: &Tools, rounds: u32) -> Result<String> {
+    let variants = variants(tools.baseline_hotprof.is_some());
     let mechanism = Mechanism::host_tracepoint();
     let path = format!(
-        "{}:{}:{}",
+        "{}:{}:{}:{}",
         tools.bin_dir.display(),
         tools.bin_dir.join("examples").display(),
+        Tools::baseline_dir().display(),
         std::env::var("PATH").unwrap_or_default()
     );
     let mut samples = Samples::new();
     for round in 1..=rounds {
-        for variant in VARIANTS {
+        for &variant in &variants {
             let command = mechanism.command(variant);
             let output = Command::new("sh")
                 .args(["-c", &command])
@@ -194,16 +210,17 @@ pub fn host(tools: &Tools, rounds: u32) -> Result<String> {
             samples.entry(variant).or_default().push(sample);
         }
     }
-    Ok(render(&mechanism, rounds, &samples))
+    Ok(render(&mechanism, rounds, &samples, &variants))
 }
 
 /// 6.12 guest: kprobe and fentry, each variant interleaved with the others.
 pub fn vm(tools: &Tools, rounds: u32) -> Result<String> {
+    let variants = variants(tools.baseline_hotprof.is_some());
     let mechanisms = [Mechanism::vm_kprobe(), Mechanism::vm_fentry()];
     let mut script = String::from("set +e\n");
     for round in 1..=rounds {
         for mechanism in &mechanisms {
-            for variant in VARIANTS {
+            for &variant in &variants {
                 let file = format!("/out/{}-{}-{round}.txt", mechanism.key, variant.key());
                 let _ = writeln!(
                     script,
@@ -224,7 +241,7 @@ pub fn vm(tools: &Tools, rounds: u32) -> Result<String> {
     for mechanism in &mechanisms {
         let mut samples = Samples::new();
         for round in 1..=rounds {
-            for variant in VARIANTS {
+            for &variant in &variants {
                 let path = outcome.out_dir.join(format!(
                     "{}-{}-{round}.txt",
                     mechanism.key,
@@ -243,13 +260,13 @@ pub fn vm(tools: &Tools, rounds: u32) -> Result<String> {
                 samples.entry(variant).or_default().push(sample);
             }
         }
-        markdown.push_str(&render(mechanism, rounds, &samples));
+        markdown.push_str(&render(mechanism, rounds, &samples, &variants));
     }
     Ok(markdown)
 }
 
 /// The section's markdown: ns/call and overhead per variant, then hotprof's ratios.
-fn render(mechanism: &Mechanism, rounds: u32, samples: &Samples) -> String {
+fn render(mechanism: &Mechanism, rounds: u32, samples: &Samples, variants: &[Variant]) -> String {
     let baseline = &samples[&Variant::None];
     // Overheads are paired per round (the runs of one round ran back to back).
     let overheads = |variant: Variant| -> Vec<f64> {
@@ -265,12 +282,15 @@ fn render(mechanism: &Mechanism, rounds: u32, samples: &Samples) -> String {
          | variant | ns/call | overhead ns/call | failed runs |\n|---|---|---|---|\n",
         mechanism.title, mechanism.calls
     );
-    for variant in VARIANTS {
+    for &variant in variants {
         let name = match variant {
             Variant::None => "no probe".to_owned(),
             Variant::Empty => mechanism.empty_name.to_owned(),
             Variant::Hotprof => format!("hotprof {}", mechanism.hotprof_args),
             Variant::Bpftrace => "bpftrace (@start[tid] + hist())".to_owned(),
+            Variant::HotprofBaseline => {
+                format!("baseline hotprof build {}", mechanism.hotprof_args)
+            }
         };
         let values: Vec<f64> = samples[&variant]
             .iter()
@@ -316,6 +336,13 @@ fn render(mechanism: &Mechanism, rounds: u32, samples: &Samples) -> String {
         mechanism.empty_name,
     ));
     out.push_str(&ratio(median(Variant::Bpftrace), Some(0.5), "bpftrace"));
+    if variants.contains(&Variant::HotprofBaseline) {
+        out.push_str(&ratio(
+            median(Variant::HotprofBaseline),
+            None,
+            "baseline hotprof build",
+        ));
+    }
     if mechanism.emulated {
         out.push_str(
             "\nTCG emulation: absolute ns are emulation time; only the ratios mean anything.\n",
