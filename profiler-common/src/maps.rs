@@ -38,7 +38,9 @@ pub struct Frame {
 #[derive(Clone, Copy, Debug)]
 pub struct TaskFrames {
     pub depth: u32,
-    pub _pad: u32,
+    /// The thread group the task belonged to when it passed the filters: a later call by the
+    /// same tid *and* tgid skips the process-level filter lookups.
+    pub tgid: u32,
     /// Total time this task spent switched out while it had open frames (`--off-cpu`).
     pub off_cpu_ns: u64,
     /// When the task was last switched out with open frames, or 0.
@@ -49,7 +51,7 @@ pub struct TaskFrames {
 impl TaskFrames {
     pub const EMPTY: Self = Self {
         depth: 0,
-        _pad: 0,
+        tgid: 0,
         off_cpu_ns: 0,
         switched_out_ns: 0,
         frames: [Frame {
@@ -111,10 +113,13 @@ pub enum Counter {
     StackLost = 6,
     /// Calls whose stack aggregate could not be stored (`STACK_TOTALS` full).
     StackTotalsFull = 7,
+    /// Children of a traced process that could not be added to the traced process tree
+    /// (`TGIDS` full): their calls are not timed.
+    ProcessTreeFull = 8,
 }
 
 /// Number of [`Counter`] slots.
-pub const NUM_COUNTERS: u32 = 8;
+pub const NUM_COUNTERS: u32 = 9;
 
 /// Key of the per-stack latency aggregate (`--stacks`).
 #[repr(C)]

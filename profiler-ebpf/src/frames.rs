@@ -1,7 +1,7 @@
 //! The per-task frame stack and the per-function aggregates: the core every probe shares.
 
 use aya_ebpf::{
-    bindings::{BPF_F_USER_STACK, BPF_NOEXIST},
+    bindings::{BPF_ANY, BPF_F_USER_STACK},
     helpers::{
         bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid,
         bpf_get_smp_processor_id, bpf_ktime_get_ns,
@@ -52,7 +52,8 @@ pub(crate) static STACKS: StackTrace = StackTrace::with_max_entries(1, 0);
 #[map]
 static STACK_TOTALS: PerCpuHashMap<StackKey, StackTotals> = PerCpuHashMap::with_max_entries(1, 0);
 
-/// Open frames per task (thread id). Entries are removed when their last frame closes.
+/// Frame stacks per task (thread id), kept from the task's first probed call until it exits
+/// ([`on_exit`]), so a call costs one lookup at entry and one at return.
 #[map]
 pub(crate) static TASKS: HashMap<u32, TaskFrames> = HashMap::with_max_entries(16384, 0);
 /// Zero-filled template for inserting a new task (too large for the 512-byte BPF stack).
@@ -86,9 +87,18 @@ pub(crate) fn count(counter: Counter, n: u64) {
     }
 }
 
-/// Does the current task pass the user's filters?
+/// Does the current task pass the user's filters? The process-level ones (hotprof itself,
+/// `--tid`, the traced process tree) hold for a task's whole life, so they are checked once per
+/// task ([`wanted_task`]); the rest can change between calls ([`wanted_now`]). Filters that are
+/// not set cost nothing: the globals live in frozen `.rodata`, so the verifier knows their
+/// values and drops the dead branches.
 #[inline(always)]
 pub(crate) fn wanted(pid_tgid: u64) -> bool {
+    wanted_task(pid_tgid) && wanted_now()
+}
+
+#[inline(always)]
+fn wanted_task(pid_tgid: u64) -> bool {
     let tid = pid_tgid as u32;
     let tgid = (pid_tgid >> 32) as u32;
     if tgid == config(&EXCLUDE_TGID) {
@@ -101,6 +111,12 @@ pub(crate) fn wanted(pid_tgid: u64) -> bool {
     if config(&FILTER_TGIDS) != 0 && unsafe { TGIDS.get(tgid) }.is_none() {
         return false;
     }
+    true
+}
+
+/// The filters a task can leave between calls: CPU (migration), cgroup (moved), comm (exec).
+#[inline(always)]
+fn wanted_now() -> bool {
     let only_cpu = config(&FILTER_CPU);
     if only_cpu != u32::MAX && only_cpu != unsafe { bpf_get_smp_processor_id() } {
         return false;
@@ -119,36 +135,42 @@ pub(crate) fn wanted(pid_tgid: u64) -> bool {
     true
 }
 
-/// Records the entry of function `func` on the current task.
+/// Records the entry of function `func` on the current task. The hot path (a task that made a
+/// probed call before) is one hash lookup; a task's first call also checks the process-level
+/// filters and inserts its frame stack.
 #[inline(always)]
 pub(crate) fn enter<C: StackIdContext>(ctx: &C, func: u32, entry_sp: u64) {
     let pid_tgid = bpf_get_current_pid_tgid();
-    if !wanted(pid_tgid) {
-        return;
-    }
-    let now = unsafe { bpf_ktime_get_ns() };
     let tid = pid_tgid as u32;
+    let tgid = (pid_tgid >> 32) as u32;
     let task = match TASKS.get_ptr_mut(tid) {
-        Some(task) => task,
-        None => {
-            let Some(empty) = SCRATCH.get_ptr(0) else {
-                count(Counter::SlotMissing, 1);
-                return;
-            };
-            // SAFETY: SCRATCH is never written, so it holds zeroes.
-            // By reference: the value is too large to copy onto the 512-byte BPF stack.
-            #[allow(clippy::needless_borrows_for_generic_args)]
-            let inserted = TASKS.insert(tid, unsafe { &*empty }, BPF_NOEXIST as u64);
-            if inserted.is_err() {
-                count(Counter::TaskMapFull, 1);
+        // SAFETY: reads the current task's own entry (see below).
+        Some(task) if unsafe { (*task).tgid } == tgid => {
+            if !wanted_now() {
                 return;
             }
-            match TASKS.get_ptr_mut(tid) {
-                Some(task) => task,
-                None => {
-                    count(Counter::TaskMapFull, 1);
-                    return;
+            task
+        }
+        // New task, or a dead task's entry left with open frames under a reused tid.
+        stale => {
+            if !wanted(pid_tgid) {
+                return;
+            }
+            if let Some(stale) = stale {
+                // The dead task's open frames will never close: counted, then replaced.
+                // SAFETY: as below.
+                count(
+                    Counter::OrphanedFrames,
+                    u64::from(unsafe { (*stale).depth }),
+                );
+            }
+            match insert_task(tid) {
+                Some(task) => {
+                    // SAFETY: as below.
+                    unsafe { (*task).tgid = tgid };
+                    task
                 }
+                None => return,
             }
         }
     };
@@ -161,16 +183,42 @@ pub(crate) fn enter<C: StackIdContext>(ctx: &C, func: u32, entry_sp: u64) {
         return;
     }
     let frame = &mut task.frames[depth & (MAX_DEPTH - 1)];
-    frame.entry_ns = now;
-    frame.entry_sp = entry_sp;
     frame.off_cpu_at_entry = task.off_cpu_ns;
     frame.child_ns = 0;
     frame.func = func;
+    frame.entry_sp = entry_sp;
     let (kernel_stack, user_stack) = capture_stacks(ctx);
     frame.kernel_stack = kernel_stack;
     frame.user_stack = user_stack;
     task.depth = depth as u32 + 1;
     count(Counter::Entries, 1);
+    // Last, so the bookkeeping above is not part of the measured time.
+    frame.entry_ns = unsafe { bpf_ktime_get_ns() };
+}
+
+/// A fresh, empty frame stack for `tid` (replacing a dead task's leftover entry), or None
+/// (counted) when the map is full.
+#[inline(always)]
+fn insert_task(tid: u32) -> Option<*mut TaskFrames> {
+    let Some(empty) = SCRATCH.get_ptr(0) else {
+        count(Counter::SlotMissing, 1);
+        return None;
+    };
+    // SAFETY: SCRATCH is never written, so it holds zeroes.
+    // By reference: the value is too large to copy onto the 512-byte BPF stack.
+    #[allow(clippy::needless_borrows_for_generic_args)]
+    if TASKS
+        .insert(tid, unsafe { &*empty }, BPF_ANY as u64)
+        .is_err()
+    {
+        count(Counter::TaskMapFull, 1);
+        return None;
+    }
+    let task = TASKS.get_ptr_mut(tid);
+    if task.is_none() {
+        count(Counter::TaskMapFull, 1);
+    }
+    task
 }
 
 /// Stack ids for the current call, per `CAPTURE_STACKS`; -1 where not captured.
@@ -263,10 +311,9 @@ pub(crate) fn leave(which: ReturnOf) {
         for index in 0..MAX_DEPTH {
             recursive |= index < found && task.frames[index].func == frame.func;
         }
-    } else {
-        // Keep the map small: a task with no open frames needs no entry.
-        let _ = TASKS.remove(tid);
     }
+    // The entry stays at depth 0: the task's next call then costs one lookup instead of an
+    // insert of the whole frame stack plus a delete. `sched_process_exit` removes it.
     let call = Call {
         duration,
         self_time: duration.saturating_sub(frame.child_ns),
@@ -358,13 +405,30 @@ pub(crate) fn on_switch(prev_tid: u32, next_tid: u32) {
     let now = unsafe { bpf_ktime_get_ns() };
     if let Some(prev) = TASKS.get_ptr_mut(prev_tid) {
         // SAFETY: see `enter`; the scheduler serialises switch-out and switch-in of a task.
-        unsafe { (*prev).switched_out_ns = now };
+        // Only inside open frames: entries stay between calls now.
+        unsafe {
+            if (*prev).depth > 0 {
+                (*prev).switched_out_ns = now;
+            }
+        }
     }
     if let Some(next) = TASKS.get_ptr_mut(next_tid) {
         let next = unsafe { &mut *next };
         if next.switched_out_ns != 0 {
             next.off_cpu_ns += now.saturating_sub(next.switched_out_ns);
             next.switched_out_ns = 0;
+        }
+    }
+}
+
+/// `sched_process_exit` (per thread): drops the task's frame stack when no frame is open. One
+/// with open frames is left for userspace, which counts them as returns never seen.
+#[inline(always)]
+pub(crate) fn on_exit(tid: u32) {
+    if let Some(task) = TASKS.get_ptr(tid) {
+        // SAFETY: the exiting task's own entry; only this task's probes write it.
+        if unsafe { (*task).depth } == 0 {
+            let _ = TASKS.remove(tid);
         }
     }
 }

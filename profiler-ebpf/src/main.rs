@@ -14,6 +14,7 @@
 #![no_std]
 #![no_main]
 
+mod empty;
 mod frames;
 mod probes;
 mod sample;

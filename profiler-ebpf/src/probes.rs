@@ -9,7 +9,9 @@ use aya_ebpf::{
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext, TracePointContext},
 };
 
-use crate::frames::{ReturnOf, TGIDS, enter, leave, on_switch};
+use profiler_common::Counter;
+
+use crate::frames::{ReturnOf, TGIDS, count, enter, leave, on_exit, on_switch};
 
 /// Function id for each probed kernel address (`bpf_get_func_ip` in kprobe mode).
 #[map]
@@ -130,6 +132,14 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
     0
 }
 
+/// `sched/sched_process_exit`: fires for every exiting thread; frees its frame stack.
+/// Minimum kernel 4.7.
+#[tracepoint]
+pub fn sched_process_exit(_ctx: TracePointContext) -> u32 {
+    on_exit(bpf_get_current_pid_tgid() as u32);
+    0
+}
+
 /// `sched/sched_process_fork`: children of a traced process are traced too, so `-- cmd`
 /// covers the command's whole process tree.
 #[tracepoint]
@@ -140,7 +150,9 @@ pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
     }
     // SAFETY: bounds-checked read from the tracepoint record.
     if let Ok(child) = unsafe { ctx.read_at::<i32>(config_u32(&FORK_CHILD_PID_OFFSET)) } {
-        let _ = TGIDS.insert(child as u32, 1, 0);
+        if TGIDS.insert(child as u32, 1, 0).is_err() {
+            count(Counter::ProcessTreeFull, 1);
+        }
     }
     0
 }

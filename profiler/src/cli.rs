@@ -172,7 +172,8 @@ pub struct RecordArgs {
     #[arg(long)]
     pub off_cpu: bool,
 
-    /// Capacity for tasks with open probed calls at one instant (per-task map size).
+    /// Capacity of the per-task map: live tasks that have made a probed call (a task keeps
+    /// its entry between calls, so a call costs one lookup; it is freed when the task exits).
     #[arg(long, default_value_t = 16384, value_parser = clap::value_parser!(u32).range(1..=4_194_304))]
     pub max_tasks: u32,
 

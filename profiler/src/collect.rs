@@ -129,6 +129,7 @@ impl Snapshot {
             kernel_missed: 0,
             stacks_lost: self.counter(Counter::StackLost),
             stack_totals_full: self.counter(Counter::StackTotalsFull),
+            untraced_children: self.counter(Counter::ProcessTreeFull),
         }
     }
 

@@ -170,6 +170,9 @@ pub(crate) fn attach_probes(args: &RecordArgs, filter: Filters) -> anyhow::Resul
             }
             .into());
         }
+        if let Err(err) = attach::raise_fd_limit(targets.len()) {
+            eprintln!("hotprof: note: could not raise the open-file limit: {err}");
+        }
         let mut progress = Progress::stderr();
         let (mode, notes) =
             attach::attach_functions(&mut ebpf, &targets, args.mode, &mut progress)?;

@@ -11,6 +11,7 @@ fn is_hotprof_program(name: &str) -> bool {
         "kretprobe_exit",
         "sched_switch",
         "sched_process_f",
+        "sched_process_e",
         "on_cpu_sample",
     ];
     let numbered = ["fentry_", "fexit_", "sys_enter_", "sys_exit_"];

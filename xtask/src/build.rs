@@ -73,6 +73,36 @@ pub fn build_guest() -> Result<GuestBinaries> {
     Ok(binaries)
 }
 
+/// Builds one example of a guest package, statically like the guest binaries (sharing their
+/// target dir and flags, so nothing already built is rebuilt), and returns its path.
+pub fn build_guest_example(package: &str, example: &str) -> Result<PathBuf> {
+    step(
+        "build",
+        &format!("guest example {example} ({package}), static"),
+    );
+    let mut build = cargo();
+    build
+        .args([
+            "build",
+            "--release",
+            "--target",
+            GUEST_TARGET,
+            "--target-dir",
+        ])
+        .arg(guest_target_dir())
+        .args(["-p", package, "--example", example])
+        .env(
+            "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS",
+            "-C target-feature=+crt-static",
+        );
+    run(&mut build).with_context(|| format!("could not build the example {example}"))?;
+    let path = guest_bin_dir().join("examples").join(example);
+    if !path.is_file() {
+        bail!("cargo built {example} but {} is missing", path.display());
+    }
+    Ok(path)
+}
+
 /// The guest binaries already built (for `--no-build`); those not built yet are left out.
 pub fn guest_binaries() -> Result<GuestBinaries> {
     let dir = guest_bin_dir();

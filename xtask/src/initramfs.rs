@@ -184,7 +184,7 @@ pub fn base_image(binaries: &GuestBinaries) -> Result<PathBuf> {
 
 /// Identifies the base image's inputs by path, size and modification time: cheap to compute on
 /// every run, and cargo rewrites a binary whenever it relinks it.
-fn fingerprint(inputs: &[PathBuf]) -> Result<String> {
+pub fn fingerprint(inputs: &[PathBuf]) -> Result<String> {
     let mut hasher = DefaultHasher::new();
     BASE_FORMAT.hash(&mut hasher);
     for path in inputs {
@@ -195,15 +195,32 @@ fn fingerprint(inputs: &[PathBuf]) -> Result<String> {
     Ok(format!("{:016x}\n", hasher.finish()))
 }
 
-/// Writes the initrd for one run: the base image followed by an archive holding `/init` and
-/// `/run/cmd.sh`.
-pub fn write_run_image(base: &Path, init: &str, script: &str, dest: &Path) -> Result<()> {
+/// Writes the initrd for one run: the base image, the extra layers, then an archive holding
+/// `/init` and `/run/cmd.sh`.
+pub fn write_run_image(
+    base: &Path,
+    extra_layers: &[PathBuf],
+    init: &str,
+    script: &str,
+    dest: &Path,
+) -> Result<()> {
     let mut cpio = Cpio::new();
     cpio.file("init", 0o755, init.as_bytes());
     cpio.file("run/cmd.sh", 0o644, script.as_bytes());
     let run = cpio.finish();
     fs::copy(base, dest)
         .with_context(|| format!("could not copy {} to {}", base.display(), dest.display()))?;
+    for layer in extra_layers {
+        let mut reader = fs::File::open(layer)
+            .with_context(|| format!("could not open the initramfs layer {}", layer.display()))?;
+        fs::OpenOptions::new()
+            .append(true)
+            .open(dest)
+            .and_then(|mut file| std::io::copy(&mut reader, &mut file))
+            .with_context(|| {
+                format!("could not append {} to {}", layer.display(), dest.display())
+            })?;
+    }
     fs::OpenOptions::new()
         .append(true)
         .open(dest)

@@ -3,8 +3,8 @@
 //! hotprof's probes need kprobes/fentry, which the host kernel may lack, so everything that
 //! touches the kernel runs in a qemu guest booting a real Debian kernel. This crate installs
 //! what that needs (`setup`), builds the guest binaries (`build`), fetches kernels (`kernels`),
-//! runs commands in a guest (`vm`), runs the whole test suite (`test`) and shows hotprof off
-//! (`demo`).
+//! runs commands in a guest (`vm`), runs the whole test suite (`test`), benchmarks the probes' cost
+//! (`bench`) and shows hotprof off (`demo`).
 
 mod bench;
 mod build;
@@ -58,10 +58,11 @@ enum Task {
     Vm(VmArgs),
     /// Run every check: fmt, clippy, unit tests, the eBPF load test, VM scenarios.
     Test(test::TestArgs),
+    /// Probe cost vs empty probes and bpftrace, scaling to 1000 functions; writes
+    /// target/bench/report.md.
+    Bench(bench::BenchArgs),
     /// Boot 6.12 and profile __audit_filter_op under syscall_lat with audit rules loaded.
     Demo,
-    /// Benchmarks (flamegraph rendering: hotprof vs inferno-flamegraph on 1M folded lines).
-    Bench,
 }
 
 #[derive(Args)]
@@ -105,8 +106,8 @@ fn main() -> ExitCode {
         Task::Kernels { kernel } => fetch_kernels(kernel).map(|()| ExitCode::SUCCESS),
         Task::Vm(args) => vm_command(args),
         Task::Test(args) => test::run_tests(&args),
+        Task::Bench(args) => bench::run(&args),
         Task::Demo => demo(),
-        Task::Bench => bench::run().map(|()| ExitCode::SUCCESS),
     };
     result.unwrap_or_else(|err| {
         eprintln!("error: {err:#}");

@@ -86,10 +86,15 @@ pub struct VmRun {
     /// Copy the kernel console to our stderr as it arrives (for debugging boots).
     pub show_console: bool,
     pub accel: Accel,
+    /// Extra `newc` cpio archives unpacked over the base image, in order (e.g. the bench's
+    /// bpftrace layer), so a large optional userland never enters the shared base image.
+    pub extra_layers: Vec<PathBuf>,
+    /// Guest memory in MiB.
+    pub memory_mb: u32,
 }
 
 impl VmRun {
-    /// A run with the defaults: 300 s timeout, no echo, `Accel::Auto`.
+    /// A run with the defaults: 300 s timeout, no echo, `Accel::Auto`, 1 GiB, no extra layers.
     pub fn new(kernel: Kernel, script: impl Into<String>, out_dir: impl Into<PathBuf>) -> Self {
         Self {
             kernel,
@@ -100,6 +105,8 @@ impl VmRun {
             echo: false,
             show_console: false,
             accel: Accel::Auto,
+            extra_layers: Vec::new(),
+            memory_mb: 1024,
         }
     }
 }
@@ -274,7 +281,7 @@ fn attempt(
         .checked_sub(WATCHDOG_MARGIN.as_secs())
         .filter(|at| *at >= WATCHDOG_MARGIN.as_secs());
     let init = init_script(&marker, watchdog_at);
-    initramfs::write_run_image(base, &init, &run.script, &initrd)?;
+    initramfs::write_run_image(base, &run.extra_layers, &init, &run.script, &initrd)?;
 
     let stdout_sock = scratch.path().join("stdout.sock");
     let stderr_sock = scratch.path().join("stderr.sock");
@@ -435,7 +442,14 @@ fn qemu_command(
     }
     let mut qemu = Command::new("qemu-system-x86_64");
     qemu.args(["-nodefaults", "-display", "none", "-no-reboot"])
-        .args(["-m", "1G", "-smp", "2", "-cpu", "max"])
+        .args([
+            "-m",
+            &format!("{}M", run.memory_mb),
+            "-smp",
+            "2",
+            "-cpu",
+            "max",
+        ])
         .args(["-accel", if accel == Accel::Kvm { "kvm" } else { "tcg" }])
         .arg("-kernel")
         .arg(vmlinuz)

@@ -13,7 +13,7 @@ static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"),
 pub struct ProbeConfig {
     /// Number of probed functions (sizes the per-function maps).
     pub functions: u32,
-    /// Capacity of the per-task frame map: tasks with open probed calls at one instant.
+    /// Capacity of the per-task frame map: live tasks that have made a probed call.
     pub max_tasks: u32,
     /// Only tasks whose tgid is in the `TGIDS` map.
     pub filter_tgids: bool,

@@ -4,12 +4,14 @@
 //! they are detached when hotprof exits for any reason, SIGKILL included, and nothing is
 //! pinned.
 
+mod fd_limit;
 mod format;
 mod loader;
 mod misses;
 mod mode;
 mod privileges;
 
+pub use fd_limit::raise_fd_limit;
 pub use format::{TracepointOffsets, field_offset};
 pub use loader::{ProbeConfig, load};
 pub use misses::recursion_misses;

@@ -301,7 +301,7 @@ fn similar_syscalls(events: &Path, name: &str) -> Vec<String> {
 }
 
 /// Attaches the scheduler tracepoints a run needs: `sched_switch` for `--off-cpu`,
-/// `sched_process_fork` to follow a traced process tree.
+/// `sched_process_fork` to follow a traced process tree, `sched_process_exit` always.
 pub fn attach_tracking(
     ebpf: &mut Ebpf,
     off_cpu: bool,
@@ -310,6 +310,8 @@ pub fn attach_tracking(
     for (wanted, name) in [
         (off_cpu, "sched_switch"),
         (follow_forks, "sched_process_fork"),
+        // Always: frees an exiting task's frame stack (the probes keep it between calls).
+        (true, "sched_process_exit"),
     ] {
         if !wanted {
             continue;

@@ -162,6 +162,10 @@ pub struct Losses {
     /// `--stacks`: calls timed but missing from the per-stack totals (map full).
     #[serde(default)]
     pub stack_totals_full: u64,
+    /// Children of the traced workload left out of the traced process tree (its map full);
+    /// their calls were not timed.
+    #[serde(default)]
+    pub untraced_children: u64,
 }
 
 impl Losses {

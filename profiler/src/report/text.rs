@@ -198,6 +198,10 @@ pub fn render_losses(losses: &Losses) -> String {
             "calls missing from the per-stack totals (raise --stack-map-size)",
         ),
         (
+            losses.untraced_children,
+            "child processes not traced: process-tree map full",
+        ),
+        (
             losses.unmatched_returns,
             "returns of calls already in flight at attach (not timed)",
         ),

@@ -228,6 +228,7 @@ mod tests {
             losses: Losses::default(),
             probe_overhead_ns: None,
             runs: vec![],
+            intervals: vec![],
         }
     }
 

@@ -1,11 +1,373 @@
-//! `cargo xtask bench` (placeholder until merged with the full benchmark's module): runs the
-//! flamegraph section and prints it.
+//! `cargo xtask bench`: what hotprof's probes cost, measured against the floor (an empty probe
+//! pair of the same mechanism) and against bpftrace doing the same histogram, plus how the cost
+//! and the attach/detach time scale with the number of probed functions.
+//!
+//! Every figure comes from `syscall_lat`, which times its own loop of real getpid calls, so the
+//! probe's cost is `ns/call with probe − ns/call without`. Variants run interleaved (A B C D,
+//! A B C D, …) so that load from other processes spreads over all of them; each figure is the
+//! median over the rounds with the min–max spread, and overheads are paired per round.
+//!
+//! Sections (each returns markdown; the report is `target/bench/report.md`):
+//! - probe cost on the host (syscall tracepoints, real CPU) and in a 6.12 guest (kprobe and
+//!   fentry; TCG, so ratios only) — [`probe_cost`];
+//! - scaling with 1/10/100/1000 kprobe'd functions, attach and detach time — [`scaling`];
+//! - flamegraph rendering time and memory vs inferno — `flame`.
+//!
+//! The guest gets an extra initramfs layer (cached in `target/bench/`) with the empty-probe
+//! loader and the host's bpftrace with every library it links, so bpftrace runs in the busybox
+//! guest without a Debian root filesystem.
 
-pub mod flame;
+mod flame;
+mod probe_cost;
+mod scaling;
 
-/// Runs every bench section this module knows and prints the markdown.
-pub fn run() -> anyhow::Result<()> {
-    let section = flame::run()?;
-    println!("\n{section}");
-    Ok(())
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, ValueEnum};
+
+use crate::build;
+use crate::initramfs::{Cpio, fingerprint};
+use crate::kernels::Kernel;
+use crate::setup;
+use crate::util::{fresh_dir, secs, stdout_of, step, target_dir};
+use crate::vm::{self, VmOutcome, VmRun};
+
+/// The guest gets this much memory: the bpftrace layer alone unpacks to about 210 MB.
+const GUEST_MEMORY_MB: u32 = 2048;
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Interleaved rounds per variant (median and min–max over them).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(3..=50))]
+    pub rounds: u32,
+    /// Only these sections (default: all).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub only: Vec<Section>,
+    /// Do not rebuild the guest binaries; use whatever target/guest holds.
+    #[arg(long)]
+    pub no_build: bool,
+    /// Another static hotprof build to run as one more variant (before/after an
+    /// optimization), e.g. `target/guest/x86_64-unknown-linux-gnu/release/hotprof` of main.
+    #[arg(long, value_name = "HOTPROF")]
+    pub baseline_hotprof: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Section {
+    /// Probe cost on the host: syscall tracepoints.
+    Host,
+    /// Probe cost in the 6.12 guest: kprobe and fentry.
+    Vm,
+    /// Cost and attach/detach time with 1..1000 functions (guest, kprobe).
+    Scaling,
+    /// Flamegraph rendering vs inferno.
+    Flame,
+}
+
+pub fn run(args: &BenchArgs) -> Result<ExitCode> {
+    let started = Instant::now();
+    let wants = |section| args.only.is_empty() || args.only.contains(&section);
+    if !args.no_build {
+        setup::run_all()?;
+        build::build_guest()?;
+    }
+    let tools = Tools::build(!args.no_build, args.baseline_hotprof.as_deref())?;
+    let dir = target_dir().join("bench");
+    fs::create_dir_all(&dir).with_context(|| format!("could not create {}", dir.display()))?;
+
+    let mut report = header(args)?;
+    let mut section = |name: &str, body: Result<String>| -> Result<()> {
+        let body = body.with_context(|| format!("the {name} section failed"))?;
+        println!("{body}");
+        report.push_str(&body);
+        report.push('\n');
+        Ok(())
+    };
+    if wants(Section::Host) {
+        section("host probe cost", probe_cost::host(&tools, args.rounds))?;
+    }
+    if wants(Section::Vm) {
+        section("VM probe cost", probe_cost::vm(&tools, args.rounds))?;
+    }
+    if wants(Section::Scaling) {
+        section("scaling", scaling::run(&tools))?;
+    }
+    if wants(Section::Flame) {
+        section("flamegraph", flame::run())?;
+    }
+    let _ = writeln!(report, "Whole bench: {}.", secs(started.elapsed()));
+    let path = dir.join("report.md");
+    fs::write(&path, &report).with_context(|| format!("could not write {}", path.display()))?;
+    step(
+        "bench",
+        &format!(
+            "done in {}; report in {}",
+            secs(started.elapsed()),
+            path.display()
+        ),
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The report's title and the machine it ran on.
+fn header(args: &BenchArgs) -> Result<String> {
+    let cpu = fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find_map(|line| line.strip_prefix("model name"))
+                .map(|rest| rest.trim_start_matches([' ', '\t', ':']).to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, usize::from);
+    let kernel = stdout_of(Command::new("uname").arg("-r"))?
+        .trim()
+        .to_owned();
+    let date = stdout_of(Command::new("date").args(["-u", "+%Y-%m-%d %H:%M UTC"]))?;
+    Ok(format!(
+        "# hotprof bench\n\n`cargo xtask bench --rounds {}`, {}: {cpu}, {cores} cores, host kernel \
+         {kernel}. Guests: qemu, 2 vCPUs.\n\n",
+        args.rounds,
+        date.trim()
+    ))
+}
+
+/// The programs the bench runs and the guest layer that carries the extra ones.
+pub struct Tools {
+    /// Static guest builds (they run on the host too): hotprof, syscall_lat, empty_probe.
+    pub bin_dir: PathBuf,
+    /// cpio layer with empty_probe and bpftrace (+ its libraries) for the guest.
+    pub guest_layer: PathBuf,
+    /// `--baseline-hotprof`, copied to `target/bench/baseline/hotprof_baseline`.
+    pub baseline_hotprof: Option<PathBuf>,
+}
+
+const BPFTRACE: &str = "/usr/bin/bpftrace";
+
+impl Tools {
+    fn build(rebuild: bool, baseline_hotprof: Option<&Path>) -> Result<Self> {
+        let empty_probe = if rebuild {
+            build::build_guest_example("profiler", "empty_probe")?
+        } else {
+            build::guest_bin_dir().join("examples").join("empty_probe")
+        };
+        if !empty_probe.is_file() {
+            bail!(
+                "{} is missing: run without --no-build",
+                empty_probe.display()
+            );
+        }
+        let baseline = match baseline_hotprof {
+            Some(source) => {
+                let dir = Self::baseline_dir();
+                fs::create_dir_all(&dir)
+                    .with_context(|| format!("could not create {}", dir.display()))?;
+                let copy = dir.join("hotprof_baseline");
+                fs::copy(source, &copy)
+                    .with_context(|| format!("could not copy {}", source.display()))?;
+                Some(copy)
+            }
+            None => None,
+        };
+        let guest_layer = guest_layer(&empty_probe, baseline.as_deref())?;
+        Ok(Self {
+            bin_dir: build::guest_bin_dir(),
+            guest_layer,
+            baseline_hotprof: baseline,
+        })
+    }
+
+    /// Where the baseline hotprof is put, under a name of its own, for the host's PATH.
+    pub fn baseline_dir() -> PathBuf {
+        target_dir().join("bench").join("baseline")
+    }
+}
+
+/// Builds (or reuses) `target/bench/guest-layer.cpio`: `/bin/empty_probe`, `/bin/bpftrace`,
+/// and every shared library `ldd` lists for bpftrace at its host path (the dynamic loader at
+/// `/lib64`), so the host's bpftrace runs unchanged in the busybox guest.
+fn guest_layer(empty_probe: &Path, baseline_hotprof: Option<&Path>) -> Result<PathBuf> {
+    if !Path::new(BPFTRACE).is_file() {
+        bail!("{BPFTRACE} not found: `cargo xtask setup` installs bpftrace");
+    }
+    let ldd = stdout_of(Command::new("ldd").arg(BPFTRACE))
+        .context("could not list bpftrace's libraries with ldd")?;
+    let libraries = ldd_paths(&ldd);
+    let mut inputs = vec![empty_probe.to_path_buf(), PathBuf::from(BPFTRACE)];
+    inputs.extend(libraries.iter().cloned());
+    inputs.extend(baseline_hotprof.map(Path::to_path_buf));
+    let dir = target_dir().join("bench");
+    fs::create_dir_all(&dir).with_context(|| format!("could not create {}", dir.display()))?;
+    let layer = dir.join("guest-layer.cpio");
+    let stamp_path = dir.join("guest-layer.stamp");
+    let stamp = fingerprint(&inputs)?;
+    if layer.is_file() && fs::read_to_string(&stamp_path).is_ok_and(|old| old == stamp) {
+        return Ok(layer);
+    }
+    let mut cpio = Cpio::new();
+    let mut dirs = std::collections::BTreeSet::new();
+    for library in &libraries {
+        let mut parent = library.parent();
+        while let Some(path) = parent.filter(|path| *path != Path::new("/")) {
+            dirs.insert(path.to_path_buf());
+            parent = path.parent();
+        }
+    }
+    for dir in &dirs {
+        cpio.dir(&dir.to_string_lossy(), 0o755);
+    }
+    let read =
+        |path: &Path| fs::read(path).with_context(|| format!("could not read {}", path.display()));
+    cpio.file("bin/empty_probe", 0o755, &read(empty_probe)?);
+    cpio.file("bin/bpftrace", 0o755, &read(Path::new(BPFTRACE))?);
+    if let Some(baseline) = baseline_hotprof {
+        cpio.file("bin/hotprof_baseline", 0o755, &read(baseline)?);
+    }
+    for library in &libraries {
+        // fs::read follows the symlink: the guest gets the file under the name ld.so looks for.
+        cpio.file(&library.to_string_lossy(), 0o755, &read(library)?);
+    }
+    let bytes = cpio.finish();
+    fs::write(&layer, &bytes).with_context(|| format!("could not write {}", layer.display()))?;
+    fs::write(&stamp_path, stamp)
+        .with_context(|| format!("could not write {}", stamp_path.display()))?;
+    step(
+        "bench",
+        &format!(
+            "guest layer: empty_probe, bpftrace and {} libraries ({:.0} MB)",
+            libraries.len(),
+            bytes.len() as f64 / 1e6
+        ),
+    );
+    Ok(layer)
+}
+
+/// The absolute paths in `ldd` output: `libx.so => /path (addr)` and the loader's `/path (addr)`.
+fn ldd_paths(ldd: &str) -> Vec<PathBuf> {
+    ldd.lines()
+        .filter_map(|line| {
+            let target = line.split("=>").last()?.split_whitespace().next()?;
+            target.starts_with('/').then(|| PathBuf::from(target))
+        })
+        .collect()
+}
+
+/// Runs a bench script in a guest with the bench layer; the script's `/out` comes back to
+/// `target/bench/vm-<name>`.
+pub fn vm_run(tools: &Tools, name: &str, script: &str, timeout: Duration) -> Result<VmOutcome> {
+    let out_dir = target_dir().join("bench").join(format!("vm-{name}"));
+    fresh_dir(&out_dir)?;
+    let run = VmRun {
+        timeout,
+        extra_layers: vec![tools.guest_layer.clone()],
+        memory_mb: GUEST_MEMORY_MB,
+        ..VmRun::new(Kernel::V6_12, script, out_dir)
+    };
+    step("bench", &format!("6.12 guest: {name}"));
+    let outcome = vm::run(&run).with_context(|| format!("the {name} guest failed"))?;
+    if outcome.exit_code != 0 {
+        bail!(
+            "the {name} guest script exited {}:\n{}",
+            outcome.exit_code,
+            outcome.transcript()
+        );
+    }
+    step(
+        "bench",
+        &format!(
+            "{name}: {} (boot {})",
+            secs(outcome.total_time),
+            secs(outcome.boot_time)
+        ),
+    );
+    Ok(outcome)
+}
+
+/// `avg_ns` from syscall_lat's report line.
+pub fn syscall_lat_avg_ns(output: &str) -> Option<f64> {
+    output
+        .lines()
+        .filter_map(|line| line.strip_prefix("syscall_lat: "))
+        .flat_map(str::split_whitespace)
+        .find_map(|field| field.strip_prefix("avg_ns="))
+        .and_then(|value| value.parse().ok())
+}
+
+/// Median and range of some measurements.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    pub fn of(values: &[f64]) -> Option<Self> {
+        let mut sorted = values.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let n = sorted.len();
+        if n == 0 {
+            return None;
+        }
+        let median = if n % 2 == 1 {
+            sorted[n / 2]
+        } else {
+            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+        };
+        Some(Self {
+            median,
+            min: sorted[0],
+            max: sorted[n - 1],
+        })
+    }
+
+    /// `123.4 (120.1–130.0)`.
+    pub fn show(&self) -> String {
+        format!("{:.1} ({:.1}–{:.1})", self.median, self.min, self.max)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_and_range() {
+        let spread = Spread::of(&[5.0, 1.0, 3.0, 4.0]).expect("non-empty");
+        assert_eq!(
+            spread,
+            Spread {
+                median: 3.5,
+                min: 1.0,
+                max: 5.0
+            }
+        );
+        assert_eq!(Spread::of(&[2.0, 9.0, 1.0]).map(|s| s.median), Some(2.0));
+        assert!(Spread::of(&[]).is_none());
+    }
+
+    #[test]
+    fn reads_syscall_lat_avg() {
+        let text =
+            "noise\nsyscall_lat: calls=10 threads=1 avg_ns=981.6 total_ns=9816 wall_ns=1 pid=3\n";
+        assert_eq!(syscall_lat_avg_ns(text), Some(981.6));
+        assert_eq!(syscall_lat_avg_ns("syscall_lat: calls=10"), None);
+    }
+
+    #[test]
+    fn ldd_lines_give_paths() {
+        let ldd = "\tlinux-vdso.so.1 (0x00007ffd)\n\tlibz.so.1 => /lib/x86_64-linux-gnu/libz.so.1 (0x1)\n\t/lib64/ld-linux-x86-64.so.2 (0x2)\n";
+        assert_eq!(
+            ldd_paths(ldd),
+            [
+                PathBuf::from("/lib/x86_64-linux-gnu/libz.so.1"),
+                PathBuf::from("/lib64/ld-linux-x86-64.so.2")
+            ]
+        );
+    }
 }

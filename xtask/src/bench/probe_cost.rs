@@ -1,0 +1,396 @@
+//! Probe cost: `syscall_lat` under no probe, an empty probe pair of the same mechanism, hotprof,
+//! and bpftrace keeping the same histogram (a per-tid start map and `hist()`, like
+//! funclatency), interleaved round by round.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use super::{Spread, Tools, syscall_lat_avg_ns, vm_run};
+
+/// getpid calls per host run: about a second each on a ~1 µs syscall.
+const HOST_CALLS: u64 = 1_000_000;
+/// getpid calls per guest run: TCG runs getpid about 5–10× slower than the host.
+const VM_CALLS: u64 = 100_000;
+
+/// One probe mechanism and how each variant uses it.
+struct Mechanism {
+    key: &'static str,
+    title: &'static str,
+    /// `empty_probe` mode and target.
+    empty_mode: &'static str,
+    empty_target: &'static str,
+    empty_name: &'static str,
+    hotprof_args: &'static str,
+    /// bpftrace's entry and return probes.
+    bpftrace_entry: String,
+    bpftrace_return: String,
+    /// hotprof's goal for its overhead over the empty pair's (issue #4).
+    goal_vs_empty: Option<f64>,
+    calls: u64,
+    emulated: bool,
+}
+
+impl Mechanism {
+    fn host_tracepoint() -> Self {
+        Self {
+            key: "tracepoint",
+            title: "syscall tracepoints, host (real CPU)",
+            empty_mode: "tracepoint",
+            empty_target: "getpid",
+            empty_name: "empty sys_enter+sys_exit pair",
+            hotprof_args: "--syscall getpid",
+            bpftrace_entry: "tracepoint:syscalls:sys_enter_getpid".into(),
+            bpftrace_return: "tracepoint:syscalls:sys_exit_getpid".into(),
+            goal_vs_empty: None,
+            calls: HOST_CALLS,
+            emulated: false,
+        }
+    }
+
+    /// kprobe on getpid's syscall entry point, as hotprof's own getpid scenarios use.
+    fn vm_kprobe() -> Self {
+        let function = "__x64_sys_getpid";
+        Self {
+            key: "kprobe",
+            title: "kprobe + kretprobe on `__x64_sys_getpid`, 6.12 guest (TCG: ratios only)",
+            empty_mode: "kprobe",
+            empty_target: function,
+            empty_name: "empty kprobe+kretprobe pair",
+            hotprof_args: "--fn __x64_sys_getpid --mode kprobe",
+            bpftrace_entry: format!("kprobe:{function}"),
+            bpftrace_return: format!("kretprobe:{function}"),
+            goal_vs_empty: Some(1.5),
+            calls: VM_CALLS,
+            emulated: true,
+        }
+    }
+
+    /// fentry cannot attach to `__x64_sys_getpid` on Debian kernels (not in ftrace's list);
+    /// `__do_sys_getpid`, which every getpid calls once, it can.
+    fn vm_fentry() -> Self {
+        let function = "__do_sys_getpid";
+        Self {
+            key: "fentry",
+            title: "fentry + fexit on `__do_sys_getpid`, 6.12 guest (TCG: ratios only)",
+            empty_mode: "fentry",
+            empty_target: function,
+            empty_name: "empty fentry+fexit pair",
+            hotprof_args: "--fn __do_sys_getpid --mode fentry",
+            bpftrace_entry: format!("kfunc:{function}"),
+            bpftrace_return: format!("kretfunc:{function}"),
+            goal_vs_empty: Some(2.5),
+            calls: VM_CALLS,
+            emulated: true,
+        }
+    }
+
+    /// The shell command of one variant (PATH holds syscall_lat, hotprof, empty_probe).
+    fn command(&self, variant: Variant) -> String {
+        let workload = format!("syscall_lat {}", self.calls);
+        match variant {
+            Variant::None => workload,
+            Variant::Empty => format!(
+                "empty_probe {} {} -- {workload}",
+                self.empty_mode, self.empty_target
+            ),
+            // --no-calibrate: the calibration runs before the workload and only costs time.
+            Variant::Hotprof => {
+                format!("hotprof {} --no-calibrate -- {workload}", self.hotprof_args)
+            }
+            Variant::HotprofBaseline => format!(
+                "hotprof_baseline {} --no-calibrate -- {workload}",
+                self.hotprof_args
+            ),
+            Variant::Bpftrace => format!(
+                "bpftrace -e '{} /pid == cpid/ {{ @start[tid] = nsecs; }} \
+                 {} /@start[tid]/ {{ @ns = hist(nsecs - @start[tid]); delete(@start[tid]); }}' \
+                 -c \"$(command -v syscall_lat) {}\"",
+                self.bpftrace_entry, self.bpftrace_return, self.calls
+            ),
+        }
+    }
+
+    /// ns/call of one run, after checking the probe really counted every call.
+    fn sample(&self, variant: Variant, output: &str) -> Result<f64, String> {
+        let avg = syscall_lat_avg_ns(output).ok_or("no syscall_lat line")?;
+        let counted = match variant {
+            Variant::None | Variant::Empty => return Ok(avg),
+            Variant::Hotprof | Variant::HotprofBaseline => hotprof_calls(output),
+            Variant::Bpftrace => bpftrace_hist_total(output),
+        };
+        match counted {
+            Some(count) if count == self.calls => Ok(avg),
+            Some(count) => Err(format!("counted {count} calls, not {}", self.calls)),
+            None => Err(format!(
+                "no call count in its output: {}",
+                last_line(output)
+            )),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Variant {
+    None,
+    Empty,
+    Hotprof,
+    Bpftrace,
+    /// Another hotprof build (`--baseline-hotprof`), e.g. before an optimization.
+    HotprofBaseline,
+}
+
+/// The variants of one round, in order.
+fn variants(baseline: bool) -> Vec<Variant> {
+    let mut variants = vec![
+        Variant::None,
+        Variant::Empty,
+        Variant::Hotprof,
+        Variant::Bpftrace,
+    ];
+    if baseline {
+        variants.push(Variant::HotprofBaseline);
+    }
+    variants
+}
+
+impl Variant {
+    fn key(self) -> &'static str {
+        match self {
+            Variant::None => "none",
+            Variant::Empty => "empty",
+            Variant::Hotprof => "hotprof",
+            Variant::Bpftrace => "bpftrace",
+            Variant::HotprofBaseline => "hotprof-baseline",
+        }
+    }
+}
+
+/// Per variant, one result per round.
+type Samples = BTreeMap<Variant, Vec<Result<f64, String>>>;
+
+/// Host: syscall tracepoints, the only kernel probes the host kernel allows.
+pub fn host(tools: &Tools, rounds: u32) -> Result<String> {
+    let variants = variants(tools.baseline_hotprof.is_some());
+    let mechanism = Mechanism::host_tracepoint();
+    let path = format!(
+        "{}:{}:{}:{}",
+        tools.bin_dir.display(),
+        tools.bin_dir.join("examples").display(),
+        Tools::baseline_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut samples = Samples::new();
+    for round in 1..=rounds {
+        for &variant in &variants {
+            let command = mechanism.command(variant);
+            let output = Command::new("sh")
+                .args(["-c", &command])
+                .env("PATH", &path)
+                .output()
+                .with_context(|| format!("could not run {command}"))?;
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
+            let sample = if output.status.success() {
+                mechanism.sample(variant, &text)
+            } else {
+                Err(format!(
+                    "exited with {}: {}",
+                    output.status,
+                    last_line(&text)
+                ))
+            };
+            eprintln!("[bench] host round {round} {}: {sample:?}", variant.key());
+            samples.entry(variant).or_default().push(sample);
+        }
+    }
+    Ok(render(&mechanism, rounds, &samples, &variants))
+}
+
+/// 6.12 guest: kprobe and fentry, each variant interleaved with the others.
+pub fn vm(tools: &Tools, rounds: u32) -> Result<String> {
+    let variants = variants(tools.baseline_hotprof.is_some());
+    let mechanisms = [Mechanism::vm_kprobe(), Mechanism::vm_fentry()];
+    let mut script = String::from("set +e\n");
+    for round in 1..=rounds {
+        for mechanism in &mechanisms {
+            for &variant in &variants {
+                let file = format!("/out/{}-{}-{round}.txt", mechanism.key, variant.key());
+                let _ = writeln!(
+                    script,
+                    "{} > {file} 2>&1; echo \"bench-exit=$?\" >> {file}",
+                    mechanism.command(variant)
+                );
+            }
+        }
+    }
+    let per_round = Duration::from_secs(120);
+    let outcome = vm_run(
+        tools,
+        "probe-cost",
+        &script,
+        per_round * rounds + Duration::from_secs(120),
+    )?;
+    let mut markdown = String::new();
+    for mechanism in &mechanisms {
+        let mut samples = Samples::new();
+        for round in 1..=rounds {
+            for &variant in &variants {
+                let path = outcome.out_dir.join(format!(
+                    "{}-{}-{round}.txt",
+                    mechanism.key,
+                    variant.key()
+                ));
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                let sample = match text
+                    .lines()
+                    .rev()
+                    .find_map(|l| l.strip_prefix("bench-exit="))
+                {
+                    Some("0") => mechanism.sample(variant, &text),
+                    Some(code) => Err(format!("exited {code}: {}", last_line(&text))),
+                    None => Err(format!("no output file {}", path.display())),
+                };
+                samples.entry(variant).or_default().push(sample);
+            }
+        }
+        markdown.push_str(&render(mechanism, rounds, &samples, &variants));
+    }
+    Ok(markdown)
+}
+
+/// The section's markdown: ns/call and overhead per variant, then hotprof's ratios.
+fn render(mechanism: &Mechanism, rounds: u32, samples: &Samples, variants: &[Variant]) -> String {
+    let baseline = &samples[&Variant::None];
+    // Overheads are paired per round (the runs of one round ran back to back).
+    let overheads = |variant: Variant| -> Vec<f64> {
+        samples[&variant]
+            .iter()
+            .zip(baseline)
+            .filter_map(|(probed, base)| Some(probed.as_ref().ok()? - base.as_ref().ok()?))
+            .collect()
+    };
+    let mut out = format!(
+        "## Probe cost: {}\n\n`syscall_lat {}` per run; {rounds} rounds, variants interleaved; \
+         median (min–max) over rounds; overhead = ns/call − no probe's, paired per round.\n\n\
+         | variant | ns/call | overhead ns/call | failed runs |\n|---|---|---|---|\n",
+        mechanism.title, mechanism.calls
+    );
+    for &variant in variants {
+        let name = match variant {
+            Variant::None => "no probe".to_owned(),
+            Variant::Empty => mechanism.empty_name.to_owned(),
+            Variant::Hotprof => format!("hotprof {}", mechanism.hotprof_args),
+            Variant::Bpftrace => "bpftrace (@start[tid] + hist())".to_owned(),
+            Variant::HotprofBaseline => {
+                format!("baseline hotprof build {}", mechanism.hotprof_args)
+            }
+        };
+        let values: Vec<f64> = samples[&variant]
+            .iter()
+            .filter_map(|s| s.as_ref().ok().copied())
+            .collect();
+        let failures: Vec<&String> = samples[&variant]
+            .iter()
+            .filter_map(|s| s.as_ref().err())
+            .collect();
+        let ns = Spread::of(&values).map_or("—".into(), |s| s.show());
+        let overhead = if variant == Variant::None {
+            "—".into()
+        } else {
+            Spread::of(&overheads(variant)).map_or("—".into(), |s| s.show())
+        };
+        let failed = match failures.first() {
+            None => "0".to_owned(),
+            Some(first) => format!("{}: {first}", failures.len()),
+        };
+        let _ = writeln!(out, "| {name} | {ns} | {overhead} | {failed} |");
+    }
+    let median = |variant| Spread::of(&overheads(variant)).map(|s| s.median);
+    let hotprof = median(Variant::Hotprof);
+    let ratio = |other: Option<f64>, goal: Option<f64>, what: &str| -> String {
+        match (hotprof, other) {
+            (Some(h), Some(o)) if o > 0.0 => {
+                let value = h / o;
+                let verdict = goal.map_or(String::new(), |goal| {
+                    format!(
+                        " (goal ≤ {goal}×: {})",
+                        if value <= goal { "met" } else { "not met" }
+                    )
+                });
+                format!("- hotprof / {what}: **{value:.2}×**{verdict}\n")
+            }
+            _ => format!("- hotprof / {what}: not measured\n"),
+        }
+    };
+    out.push('\n');
+    out.push_str(&ratio(
+        median(Variant::Empty),
+        mechanism.goal_vs_empty,
+        mechanism.empty_name,
+    ));
+    out.push_str(&ratio(median(Variant::Bpftrace), Some(0.5), "bpftrace"));
+    if variants.contains(&Variant::HotprofBaseline) {
+        out.push_str(&ratio(
+            median(Variant::HotprofBaseline),
+            None,
+            "baseline hotprof build",
+        ));
+    }
+    if mechanism.emulated {
+        out.push_str(
+            "\nTCG emulation: absolute ns are emulation time; only the ratios mean anything.\n",
+        );
+    }
+    out.push('\n');
+    out
+}
+
+/// The call count of hotprof's (single) function: its `calls N` line.
+fn hotprof_calls(output: &str) -> Option<u64> {
+    output.lines().find_map(|line| {
+        let mut fields = line.split_whitespace();
+        (fields.next()? == "calls").then_some(())?;
+        fields.next()?.parse().ok()
+    })
+}
+
+/// Sum of a bpftrace `hist()`'s bucket counts: lines `[lo, hi)   count |@@@|`.
+fn bpftrace_hist_total(output: &str) -> Option<u64> {
+    let counts: Vec<u64> = output
+        .lines()
+        .filter(|line| line.starts_with('[') && line.ends_with('|'))
+        .filter_map(|line| {
+            let (_, rest) = line.split_once([')', ']'])?;
+            rest.split_whitespace().next()?.parse().ok()
+        })
+        .collect();
+    (!counts.is_empty()).then(|| counts.iter().sum())
+}
+
+fn last_line(text: &str) -> &str {
+    text.lines()
+        .rev()
+        .find(|line| !line.trim().is_empty() && !line.starts_with("bench-exit="))
+        .unwrap_or("(no output)")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_from_bpftrace_and_hotprof() {
+        let bpftrace = "@ns:\n[256, 512)        194376 |@@@@@|\n[512, 1K)            319 |   |\n[1M, ...)     5 |  |\n";
+        assert_eq!(bpftrace_hist_total(bpftrace), Some(194_700));
+        assert_eq!(bpftrace_hist_total("Attaching 2 probes...\n"), None);
+        let hotprof = "getpid\n  calls 100000   total 184 ms   min 1.39 µs\n";
+        assert_eq!(hotprof_calls(hotprof), Some(100_000));
+    }
+}
