@@ -139,18 +139,8 @@ pub struct ListArgs {
 
 #[derive(Debug, Args)]
 pub struct RecordArgs {
-    /// Kernel function (or glob) to time; repeat for several. GCC clones (.isra/.constprop/
-    /// .part) are resolved automatically.
-    #[arg(long = "fn", value_name = "FUNC|GLOB")]
-    pub functions: Vec<String>,
-
-    /// Syscall to time via its sys_enter/sys_exit tracepoints (no kprobes needed).
-    #[arg(long = "syscall", value_name = "NAME")]
-    pub syscalls: Vec<String>,
-
-    /// Probe mechanism for --fn.
-    #[arg(long, value_enum, default_value_t = Mode::Auto)]
-    pub mode: Mode,
+    #[command(flatten)]
+    pub probe: ProbeArgs,
 
     /// Stop after this long (e.g. 10s, 500ms). Default: until Ctrl-C or the workload exits.
     #[arg(long, value_parser = parse_positive_duration)]
@@ -164,18 +154,9 @@ pub struct RecordArgs {
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
 
-    /// Ignore calls faster than this (they are still counted).
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
-    pub min_latency: Option<Duration>,
-
     /// Also measure the time spent switched out inside each call (sched_switch).
     #[arg(long)]
     pub off_cpu: bool,
-
-    /// Capacity of the per-task map: live tasks that have made a probed call (a task keeps
-    /// its entry between calls, so a call costs one lookup; it is freed when the task exits).
-    #[arg(long, default_value_t = 16384, value_parser = clap::value_parser!(u32).range(1..=4_194_304))]
-    pub max_tasks: u32,
 
     /// Capture the kernel stack at each call's entry and aggregate latency per stack.
     #[arg(long)]
@@ -215,16 +196,42 @@ pub struct RecordArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub runs: u32,
 
+    /// Workload to run and measure (only its process tree, only while it runs).
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// What to probe and whose calls count: shared by the default command and `serve`.
+#[derive(Debug, Args)]
+pub struct ProbeArgs {
+    /// Kernel function (or glob) to time; repeat for several. GCC clones (.isra/.constprop/
+    /// .part) are resolved automatically.
+    #[arg(long = "fn", value_name = "FUNC|GLOB")]
+    pub functions: Vec<String>,
+
+    /// Syscall to time via its sys_enter/sys_exit tracepoints (no kprobes needed).
+    #[arg(long = "syscall", value_name = "NAME")]
+    pub syscalls: Vec<String>,
+
+    /// Probe mechanism for --fn.
+    #[arg(long, value_enum, default_value_t = Mode::Auto)]
+    pub mode: Mode,
+
+    /// Ignore calls faster than this (they are still counted).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub min_latency: Option<Duration>,
+
+    /// Capacity of the per-task map: live tasks that have made a probed call (a task keeps
+    /// its entry between calls, so a call costs one lookup; it is freed when the task exits).
+    #[arg(long, default_value_t = 16384, value_parser = clap::value_parser!(u32).range(1..=4_194_304))]
+    pub max_tasks: u32,
+
     /// Skip measuring hotprof's own per-call overhead at start-up.
     #[arg(long)]
     pub no_calibrate: bool,
 
     #[command(flatten)]
     pub filter: FilterArgs,
-
-    /// Workload to run and measure (only its process tree, only while it runs).
-    #[arg(last = true, value_name = "CMD")]
-    pub command: Vec<String>,
 }
 
 /// Width of a flamegraph frame.

@@ -37,10 +37,10 @@ pub(crate) struct Attached {
 /// Checks the arguments and the system before anything is loaded, so a typo costs nothing;
 /// returns the filters as the probes compare them.
 pub(crate) fn validate(args: &RecordArgs) -> anyhow::Result<Filters> {
-    if args.functions.is_empty() && args.syscalls.is_empty() {
+    if args.probe.functions.is_empty() && args.probe.syscalls.is_empty() {
         bail!("nothing to measure: give --fn FUNC or --syscall NAME (see hotprof --help)");
     }
-    if !args.functions.is_empty() && !args.syscalls.is_empty() {
+    if !args.probe.functions.is_empty() && !args.probe.syscalls.is_empty() {
         bail!("--fn and --syscall cannot be combined in one run");
     }
     if args.runs > 1 && args.command.is_empty() {
@@ -49,10 +49,10 @@ pub(crate) fn validate(args: &RecordArgs) -> anyhow::Result<Filters> {
     if args.runs > 1 && args.interval.is_some() {
         bail!("--runs and --interval cannot be combined");
     }
-    if !args.command.is_empty() && !args.filter.pids.is_empty() {
+    if !args.command.is_empty() && !args.probe.filter.pids.is_empty() {
         bail!("give either -p/--pid or a command after --, not both");
     }
-    let filter = validate_filters(&args.filter)?;
+    let filter = validate_filters(&args.probe.filter)?;
     for path in [
         &args.json,
         &args.flamegraph,
@@ -79,7 +79,7 @@ pub(crate) fn attach_probes(args: &RecordArgs, filter: Filters) -> anyhow::Resul
 
     let mut targets = Vec::new();
     let mut kernel = None;
-    let probed: Vec<Probed> = if !args.functions.is_empty() {
+    let probed: Vec<Probed> = if !args.probe.functions.is_empty() {
         let functions =
             kernel.insert(KernelFunctions::from_system().context("cannot read /proc/kallsyms")?);
         let btf = aya::Btf::from_sys_fs().ok();
@@ -90,7 +90,7 @@ pub(crate) fn attach_probes(args: &RecordArgs, filter: Filters) -> anyhow::Resul
             })
         };
         let mut names = Vec::new();
-        for requested in &args.functions {
+        for requested in &args.probe.functions {
             for target in functions.resolve(requested, &in_btf)? {
                 if let Some(note) = &target.note {
                     eprintln!("hotprof: note: {note}");
@@ -117,7 +117,8 @@ pub(crate) fn attach_probes(args: &RecordArgs, filter: Filters) -> anyhow::Resul
         if tracefs.is_none() {
             bail!("--syscall needs tracefs (mount -t tracefs tracefs /sys/kernel/tracing)");
         }
-        args.syscalls
+        args.probe
+            .syscalls
             .iter()
             .map(|s| Probed {
                 name: s.clone(),
@@ -135,14 +136,14 @@ pub(crate) fn attach_probes(args: &RecordArgs, filter: Filters) -> anyhow::Resul
     };
     let config = ProbeConfig {
         functions: probed.len() as u32,
-        max_tasks: args.max_tasks,
-        filter_tgids: follow || !args.filter.pids.is_empty(),
+        max_tasks: args.probe.max_tasks,
+        filter_tgids: follow || !args.probe.filter.pids.is_empty(),
         exclude_tgid: Some(std::process::id()),
-        tid: args.filter.tid,
-        cpu: args.filter.cpu,
+        tid: args.probe.filter.tid,
+        cpu: args.probe.filter.cpu,
         cgroup_id: filter.cgroup_id,
         comm: filter.comm,
-        min_latency_ns: args.min_latency.map_or(0, |d| d.as_nanos() as u64),
+        min_latency_ns: args.probe.min_latency.map_or(0, |d| d.as_nanos() as u64),
         off_cpu: args.off_cpu,
         capture_stacks: if args.user_stacks {
             2
@@ -158,12 +159,12 @@ pub(crate) fn attach_probes(args: &RecordArgs, filter: Filters) -> anyhow::Resul
     let mode = if targets.is_empty() {
         attach::attach_syscalls(
             &mut ebpf,
-            &args.syscalls,
+            &args.probe.syscalls,
             tracefs.as_deref().unwrap_or(std::path::Path::new("")),
         )?;
         AttachedMode::Syscall
     } else {
-        if args.mode == attach::Mode::Kprobe && !attach::kprobes_available() {
+        if args.probe.mode == attach::Mode::Kprobe && !attach::kprobes_available() {
             return Err(attach::AttachError::NoKprobes {
                 release: crate::kernel_release(),
                 fentry: None,
@@ -175,7 +176,7 @@ pub(crate) fn attach_probes(args: &RecordArgs, filter: Filters) -> anyhow::Resul
         }
         let mut progress = Progress::stderr();
         let (mode, notes) =
-            attach::attach_functions(&mut ebpf, &targets, args.mode, &mut progress)?;
+            attach::attach_functions(&mut ebpf, &targets, args.probe.mode, &mut progress)?;
         progress.clear();
         for note in notes {
             eprintln!("hotprof: note: {note}");
@@ -183,7 +184,7 @@ pub(crate) fn attach_probes(args: &RecordArgs, filter: Filters) -> anyhow::Resul
         mode
     };
     attach::attach_tracking(&mut ebpf, args.off_cpu, follow)?;
-    let overhead = if args.no_calibrate {
+    let overhead = if args.probe.no_calibrate {
         None
     } else {
         match crate::calibrate::measure(mode, kernel.as_ref()) {
@@ -609,7 +610,7 @@ pub(crate) fn spawn_followed(
     let pids = workload
         .as_ref()
         .map(|w| vec![w.pid])
-        .unwrap_or_else(|| args.filter.pids.clone());
+        .unwrap_or_else(|| args.probe.filter.pids.clone());
     for pid in pids {
         tgids.insert(pid, 1, 0)?;
     }

@@ -22,11 +22,10 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::attach::{self, AttachedMode, Mode};
-use crate::cli::{FilterArgs, RecordArgs};
+use crate::attach::{self, AttachedMode};
+use crate::cli::{ProbeArgs, RecordArgs};
 use crate::model::Recording;
 use crate::record::{self, Attached, Probed, Session};
-use crate::units::parse_duration;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -48,36 +47,12 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9435")]
     pub listen: SocketAddr,
 
-    /// Kernel function (or glob) to time; repeat for several.
-    #[arg(long = "fn", value_name = "FUNC|GLOB")]
-    pub functions: Vec<String>,
-
-    /// Syscall to time via its sys_enter/sys_exit tracepoints (no kprobes needed).
-    #[arg(long = "syscall", value_name = "NAME")]
-    pub syscalls: Vec<String>,
-
-    /// Probe mechanism for --fn.
-    #[arg(long, value_enum, default_value_t = Mode::Auto)]
-    pub mode: Mode,
+    #[command(flatten)]
+    pub probe: ProbeArgs,
 
     /// On exit, write the whole run's recording (raw buckets included) as versioned JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-
-    /// Ignore calls faster than this (they are still counted).
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
-    pub min_latency: Option<Duration>,
-
-    /// Capacity for tasks with open probed calls at one instant (per-task map size).
-    #[arg(long, default_value_t = 16384, value_parser = clap::value_parser!(u32).range(1..=4_194_304))]
-    pub max_tasks: u32,
-
-    /// Skip measuring hotprof's own per-call overhead at start-up.
-    #[arg(long)]
-    pub no_calibrate: bool,
-
-    #[command(flatten)]
-    pub filter: FilterArgs,
 
     /// Workload to run and measure (only its process tree); the endpoint stays up after it
     /// exits, until SIGINT/SIGTERM.
@@ -94,14 +69,8 @@ impl ServeArgs {
             .try_get_matches_from(["hotprof"])
             .context("default record options")?;
         let mut args = RecordArgs::from_arg_matches(&defaults).context("default record options")?;
-        args.functions = self.functions;
-        args.syscalls = self.syscalls;
-        args.mode = self.mode;
+        args.probe = self.probe;
         args.json = self.json;
-        args.min_latency = self.min_latency;
-        args.max_tasks = self.max_tasks;
-        args.no_calibrate = self.no_calibrate;
-        args.filter = self.filter;
         args.command = self.command;
         Ok((self.listen, args))
     }
