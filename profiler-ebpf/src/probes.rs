@@ -149,10 +149,10 @@ pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
         return 0;
     }
     // SAFETY: bounds-checked read from the tracepoint record.
-    if let Ok(child) = unsafe { ctx.read_at::<i32>(config_u32(&FORK_CHILD_PID_OFFSET)) } {
-        if TGIDS.insert(child as u32, 1, 0).is_err() {
-            count(Counter::ProcessTreeFull, 1);
-        }
+    if let Ok(child) = unsafe { ctx.read_at::<i32>(config_u32(&FORK_CHILD_PID_OFFSET)) }
+        && TGIDS.insert(child as u32, 1, 0).is_err()
+    {
+        count(Counter::ProcessTreeFull, 1);
     }
     0
 }
