@@ -48,6 +48,7 @@ pub fn measure(mode: AttachedMode, kernel: Option<&KernelFunctions>) -> Result<O
         ..Default::default()
     };
     let mut ebpf = attach::load(&config).map_err(|e| attach::one_line(&e))?;
+    let mut links = attach::KprobeLinks::default();
     match mode {
         AttachedMode::Syscall => {
             let tracefs = crate::resolve::tracefs_root().ok_or("no tracefs")?;
@@ -70,13 +71,15 @@ pub fn measure(mode: AttachedMode, kernel: Option<&KernelFunctions>) -> Result<O
             } else {
                 Mode::Kprobe
             };
-            attach::attach_functions(
+            // Kept until calibration ends: the links detach when this is dropped.
+            links = attach::attach_functions(
                 &mut ebpf,
                 std::slice::from_ref(&target),
                 wanted,
                 &mut crate::progress::Progress::quiet(),
             )
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| e.to_string())?
+            .links;
         }
     }
     {
@@ -89,6 +92,7 @@ pub fn measure(mode: AttachedMode, kernel: Option<&KernelFunctions>) -> Result<O
     }
     let probed = best_of_rounds();
     let snapshot = crate::collect::snapshot(&ebpf, 1).map_err(|e| e.to_string())?;
+    drop(links);
     drop(ebpf);
     let baseline_after = best_of_rounds();
     // Unprobed before and after; the better of the two is the floor.

@@ -24,9 +24,12 @@ pub(crate) struct Probed {
 }
 
 /// The probes of one invocation, loaded and attached: what `hotprof` (record) and
-/// `hotprof serve` share. Dropping `ebpf` detaches and unloads everything.
+/// `hotprof serve` share. Dropping `links` and `ebpf` detaches and unloads everything
+/// ([`Attached::detach`]).
 pub(crate) struct Attached {
     pub(crate) ebpf: aya::Ebpf,
+    /// kprobe mode's links, owned apart from `ebpf` so they close in parallel.
+    pub(crate) links: attach::KprobeLinks,
     pub(crate) probed: Vec<Probed>,
     pub(crate) targets: Vec<resolve::Target>,
     pub(crate) mode: AttachedMode,
@@ -156,6 +159,7 @@ pub(crate) fn attach_probes(args: &RecordArgs, filter: Filters) -> anyhow::Resul
     };
     let mut ebpf = attach::load(&config)
         .map_err(|e| anyhow::anyhow!("cannot load the eBPF programs: {}", attach::one_line(&e)))?;
+    let mut links = attach::KprobeLinks::default();
     let mode = if targets.is_empty() {
         attach::attach_syscalls(
             &mut ebpf,
@@ -175,13 +179,14 @@ pub(crate) fn attach_probes(args: &RecordArgs, filter: Filters) -> anyhow::Resul
             eprintln!("hotprof: note: could not raise the open-file limit: {err}");
         }
         let mut progress = Progress::stderr();
-        let (mode, notes) =
+        let attached =
             attach::attach_functions(&mut ebpf, &targets, args.probe.mode, &mut progress)?;
         progress.clear();
-        for note in notes {
+        for note in attached.notes {
             eprintln!("hotprof: note: {note}");
         }
-        mode
+        links = attached.links;
+        attached.mode
     };
     attach::attach_tracking(&mut ebpf, args.off_cpu, follow)?;
     let overhead = if args.probe.no_calibrate {
@@ -197,6 +202,7 @@ pub(crate) fn attach_probes(args: &RecordArgs, filter: Filters) -> anyhow::Resul
     };
     Ok(Attached {
         ebpf,
+        links,
         probed,
         targets,
         mode,
@@ -209,6 +215,7 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
     let filter = validate(&args)?;
     let Attached {
         mut ebpf,
+        links,
         probed,
         targets,
         mode,
@@ -261,7 +268,9 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
     } else {
         None
     };
-    drop(ebpf); // detach every probe before printing
+    // Detach every probe before printing.
+    drop(links);
+    drop(ebpf);
     let mut recording = session.recording(&last, started.elapsed());
     recording.losses.kernel_missed = kernel_missed;
     recording.runs = runs;

@@ -18,9 +18,9 @@
 //! - RSS flat: after a 30 s warm-up, no sample (the last included) is more than
 //!   [`RSS_GROWTH_LIMIT_KB`] above the first (the interval records hotprof keeps for `--json` are ~100 bytes each: 600 of
 //!   them are well under that);
-//! - per-task frame map (TASKS) entries never above [`MAX_TASK_ENTRIES`]: a task's entry is
-//!   deleted when its last probed frame closes, so only tasks inside a probed call hold one
-//!   (here: a few sleepers); a leak of exited tasks' entries would climb with the ~2000
+//! - per-task frame map (TASKS) entries never above [`MAX_TASK_ENTRIES`]: a task's entry lives
+//!   from its first probed call until the task exits (`sched_process_exit`), so only the
+//!   guest's live processes hold one; a leak of exited tasks' entries would climb with the ~2000
 //!   processes the loops start;
 //! - stack-totals entries: keyed by (function, process, stack), so they grow with every new
 //!   process by design, until `--stack-map-size`; asserted at most
@@ -59,8 +59,8 @@ const SOAK_VM_TIMEOUT: Duration = Duration::from_secs(SOAK_SECONDS + 300);
 const WARM_UP_SECONDS: f64 = 30.0;
 /// Allowed growth of hotprof's RSS from the first post-warm-up sample to the last.
 const RSS_GROWTH_LIMIT_KB: u64 = 1024;
-/// Tasks with a probed call open at one instant: the sleepers and writers of the workload,
-/// a handful; a leak would be hundreds.
+/// Live tasks that have made a probed call (an entry is freed when its task exits): the
+/// guest's few processes; a leak (entries of the ~1000 exited processes) would be hundreds.
 const MAX_TASK_ENTRIES: u64 = 32;
 /// Distinct (function, stack) pairs one short-lived process adds: vfs_write and
 /// do_nanosleep reached through one or two syscall paths each.

@@ -16,7 +16,7 @@ pub use format::{TracepointOffsets, field_offset};
 pub use loader::{ProbeConfig, load};
 pub use misses::recursion_misses;
 pub use mode::{
-    AttachError, AttachedMode, Mode, attach_functions, attach_syscalls, attach_tracking,
-    kprobes_available, one_line,
+    AttachError, AttachedFunctions, AttachedMode, KprobeLinks, Mode, attach_functions,
+    attach_syscalls, attach_tracking, kprobes_available, one_line,
 };
 pub use privileges::check_privileges;

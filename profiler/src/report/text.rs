@@ -165,7 +165,8 @@ fn render_histogram(f: &FunctionRecord) -> String {
 /// (per-task frame map entries) and, with `--stacks`, how many distinct stacks are summed in
 /// the kernel. A leak shows as a count that keeps climbing from one interval to the next.
 pub fn render_map_entries(task_entries: u64, stack_entries: Option<u64>) -> String {
-    let mut line = format!("maps: {task_entries} task entries (calls open)");
+    let mut line =
+        format!("maps: {task_entries} task entries (live tasks that made a probed call)");
     if let Some(stacks) = stack_entries {
         let _ = write!(line, ", {stacks} stack-totals entries");
     }
@@ -231,11 +232,11 @@ mod tests {
     fn map_entries_line_names_both_maps_only_with_stacks() {
         assert_eq!(
             render_map_entries(3, None),
-            "maps: 3 task entries (calls open)"
+            "maps: 3 task entries (live tasks that made a probed call)"
         );
         assert_eq!(
             render_map_entries(0, Some(1234)),
-            "maps: 0 task entries (calls open), 1234 stack-totals entries"
+            "maps: 0 task entries (live tasks that made a probed call), 1234 stack-totals entries"
         );
     }
 

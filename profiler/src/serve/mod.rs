@@ -122,8 +122,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
         signal(SignalKind::interrupt())?,
         signal(SignalKind::terminate())?,
     );
+    // `links` is bound by name: a `..` would drop the kprobe links, detaching them, here.
     let Attached {
         mut ebpf,
+        links,
         probed,
         mode,
         overhead,
@@ -230,7 +232,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
         .context("probes already detached")?;
     let snapshot = crate::collect::snapshot(&ebpf, live.probed.len())?;
     let kernel_missed = attach::recursion_misses(&ebpf);
-    drop(ebpf); // detach every probe before printing
+    // Detach every probe before printing.
+    drop(links);
+    drop(ebpf);
     if let Some(waiting) = exited {
         // Stopped by a signal while the workload ran: it was told to stop; reap it.
         match tokio::time::timeout(Duration::from_secs(5), waiting).await {
