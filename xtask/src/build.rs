@@ -8,6 +8,7 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
@@ -34,12 +35,9 @@ pub fn guest_bin_dir() -> PathBuf {
     guest_target_dir().join(GUEST_TARGET).join("release")
 }
 
-/// Builds every guest package in release mode and returns their binaries.
-pub fn build_guest() -> Result<GuestBinaries> {
-    step(
-        "build",
-        &format!("guest binaries ({}), static", GUEST_PACKAGES.join(", ")),
-    );
+/// `cargo build` for the guest: release, static (no libraries to copy into the initramfs), in
+/// the guest target dir; the caller names what to build.
+fn static_guest_build() -> Command {
     let mut build = cargo();
     build
         .args([
@@ -49,14 +47,24 @@ pub fn build_guest() -> Result<GuestBinaries> {
             GUEST_TARGET,
             "--target-dir",
         ])
-        .arg(guest_target_dir());
+        .arg(guest_target_dir())
+        .env(
+            "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS",
+            "-C target-feature=+crt-static",
+        );
+    build
+}
+
+/// Builds every guest package in release mode and returns their binaries.
+pub fn build_guest() -> Result<GuestBinaries> {
+    step(
+        "build",
+        &format!("guest binaries ({}), static", GUEST_PACKAGES.join(", ")),
+    );
+    let mut build = static_guest_build();
     for package in GUEST_PACKAGES {
         build.args(["-p", package]);
     }
-    build.env(
-        "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS",
-        "-C target-feature=+crt-static",
-    );
     run(&mut build).context("could not build the guest binaries")?;
     let binaries = guest_binaries()?;
     let missing = binary_names()?
@@ -80,21 +88,8 @@ pub fn build_guest_example(package: &str, example: &str) -> Result<PathBuf> {
         "build",
         &format!("guest example {example} ({package}), static"),
     );
-    let mut build = cargo();
-    build
-        .args([
-            "build",
-            "--release",
-            "--target",
-            GUEST_TARGET,
-            "--target-dir",
-        ])
-        .arg(guest_target_dir())
-        .args(["-p", package, "--example", example])
-        .env(
-            "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS",
-            "-C target-feature=+crt-static",
-        );
+    let mut build = static_guest_build();
+    build.args(["-p", package, "--example", example]);
     run(&mut build).with_context(|| format!("could not build the example {example}"))?;
     let path = guest_bin_dir().join("examples").join(example);
     if !path.is_file() {
