@@ -36,7 +36,9 @@ Examples:
   sudo hotprof --fn __audit_filter_op --runs 5 --json new.json -- syscall_lat 100000
   hotprof compare base.json new.json
   # CI gate: exit 3 if a significant slowdown exceeds 5 %, plus an HTML overlay
-  hotprof compare base.json new.json --fail-if-slower 5 --html cmp.html";
+  hotprof compare base.json new.json --fail-if-slower 5 --html cmp.html
+  # Sides recorded interleaved (a1 b1 a2 b2 ...) so drift hits both alike
+  hotprof compare a1.json,a2.json,a3.json b1.json,b2.json,b3.json";
 
 const DIFF_FLAME_EXAMPLES: &str = "\
 Examples:

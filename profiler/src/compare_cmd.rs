@@ -5,16 +5,20 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 
-use crate::model::load_recording;
+use crate::model::{Recording, load_recording};
 
 /// Options of `hotprof compare`.
 #[derive(Debug, clap::Args)]
 pub struct CompareArgs {
-    /// The base recording (`--json` output; with `--runs N` it holds N runs).
-    pub base: PathBuf,
-    /// The patched recording(s); several files are treated as more runs of the same side.
-    #[arg(required = true)]
-    pub new: Vec<PathBuf>,
+    /// The base recording (`--json` output; with `--runs N` it holds N runs). Several files,
+    /// comma-separated, are more runs of the same side: recordings taken interleaved
+    /// (base, new, base, new, …) so that drift of the machine hits both sides alike.
+    #[arg(value_name = "BASE[,BASE...]", value_parser = parse_file_list)]
+    pub base: FileList,
+    /// The patched recording(s); several files (comma-separated or as more arguments) are
+    /// more runs of the same side.
+    #[arg(value_name = "NEW", value_parser = parse_file_list, required = true)]
+    pub new: Vec<FileList>,
     /// Exit with code 3 if any significant slowdown exceeds this percentage (CI gate).
     #[arg(long, value_name = "PCT", value_parser = parse_percent)]
     pub fail_if_slower: Option<f64>,
@@ -24,6 +28,19 @@ pub struct CompareArgs {
     /// Write a self-contained HTML page with both distributions overlaid.
     #[arg(long, value_name = "FILE.html")]
     pub html: Option<PathBuf>,
+}
+
+/// One command-line argument naming one or more recordings: `a.json,b.json`.
+#[derive(Clone, Debug)]
+pub struct FileList(pub Vec<PathBuf>);
+
+fn parse_file_list(text: &str) -> Result<FileList, String> {
+    if text.split(',').any(str::is_empty) {
+        return Err(format!(
+            "'{text}' has an empty file name in its comma-separated list"
+        ));
+    }
+    Ok(FileList(text.split(',').map(PathBuf::from).collect()))
 }
 
 fn parse_percent(text: &str) -> Result<f64, String> {
@@ -41,12 +58,15 @@ fn parse_percent(text: &str) -> Result<f64, String> {
 pub const REGRESSION_EXIT: i32 = 3;
 
 pub fn run_compare(args: &CompareArgs) -> anyhow::Result<i32> {
-    let base = vec![load_recording(&args.base)?];
-    let new = args
-        .new
-        .iter()
-        .map(|p| load_recording(p))
-        .collect::<Result<Vec<_>, _>>()?;
+    let load_side = |paths: &[PathBuf]| {
+        paths
+            .iter()
+            .map(|p| load_recording(p))
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let base_paths = &args.base.0;
+    let new_paths: Vec<PathBuf> = args.new.iter().flat_map(|list| list.0.clone()).collect();
+    let (base, new) = (load_side(base_paths)?, load_side(&new_paths)?);
     let comparison = crate::compare::compare(&base, &new)?;
     print!("{}", crate::compare::render_table(&comparison));
     if let Some(path) = &args.json {
@@ -55,16 +75,19 @@ pub fn run_compare(args: &CompareArgs) -> anyhow::Result<i32> {
         eprintln!("hotprof: wrote {}", path.display());
     }
     if let Some(path) = &args.html {
-        let title = format!(
-            "{} vs {}",
-            args.base.display(),
-            args.new
+        let names = |paths: &[PathBuf]| {
+            paths
                 .iter()
                 .map(|p| p.display().to_string())
                 .collect::<Vec<_>>()
                 .join(", ")
-        );
-        let page = crate::export::html::render_comparison(&base[0], &new[0], &title);
+        };
+        let title = format!("{} vs {}", names(base_paths), names(&new_paths));
+        // Each side drawn as one distribution: all its files' runs merged.
+        let merged =
+            |side: &[Recording]| Recording::merged(side).context("a side has no recording");
+        let (base_side, new_side) = (merged(&base)?, merged(&new)?);
+        let page = crate::export::html::render_comparison(&base_side, &new_side, &title);
         std::fs::write(path, page).with_context(|| format!("cannot write {}", path.display()))?;
         eprintln!("hotprof: wrote {}", path.display());
     }

@@ -55,6 +55,7 @@ fn argument_errors_need_no_privileges() {
         (&["--fn", "vfs_read", "--mode", "bogus"], "bogus"),
         (&["--fn", "vfs_read", "--max-tasks", "0"], "--max-tasks"),
         (&["--fn", "vfs_read", "--bogus-flag"], "--bogus-flag"),
+        (&["compare", "a.json,", "b.json"], "empty file name"),
         (
             &["--fn", "vfs_read", "--syscall", "getpid"],
             "cannot be combined",
@@ -233,6 +234,8 @@ fn bad_recordings_are_one_line_errors() {
     for (path, expected) in &cases {
         assert_one_line_error(&["compare", &good, path], expected);
         assert_one_line_error(&["compare", path, &good], expected);
+        // A bad file inside a side's comma-separated list is named just the same.
+        assert_one_line_error(&["compare", &format!("{good},{path}"), &good], expected);
     }
     let not_folded = write("bad.folded", b"a;b;c notanumber\n");
     assert_one_line_error(

@@ -1,6 +1,7 @@
 //! Stage 4: the data model every report is made from, and its versioned JSON form.
 
 mod histogram;
+mod merge;
 mod recording;
 
 pub use histogram::Histogram;

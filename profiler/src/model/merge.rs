@@ -1,0 +1,209 @@
+//! Several recordings of one side as one: `hotprof compare --html` draws each side as one
+//! distribution, whether it came from one file with `--runs N` or from several files
+//! recorded interleaved with the other side's.
+
+use super::{FunctionRecord, Histogram, Losses, Recording, RunRecord};
+
+impl FunctionRecord {
+    /// The calls of several records of one function as one record: exact sums and extremes,
+    /// histograms merged bucket by bucket, percentiles recomputed.
+    pub fn merged(records: &[&FunctionRecord]) -> FunctionRecord {
+        let mut histogram = Histogram::new();
+        records.iter().for_each(|r| histogram.merge(&r.histogram()));
+        let called = || records.iter().filter(|r| r.count > 0);
+        let sum = |field: fn(&FunctionRecord) -> u64| records.iter().map(|r| field(r)).sum();
+        let first = records.first();
+        let mut merged = FunctionRecord::from_aggregates(
+            first.map(|r| r.name.clone()).unwrap_or_default(),
+            first.map(|r| r.symbol.clone()).unwrap_or_default(),
+            &histogram,
+            sum(|r| r.count),
+            sum(|r| r.sum_ns),
+            records.iter().map(|r| r.sum_sq_ns2 as u128).sum(),
+            called().map(|r| r.min_ns).min().unwrap_or(0),
+            called().map(|r| r.max_ns).max().unwrap_or(0),
+        );
+        merged.self_sum_ns = sum(|r| r.self_sum_ns);
+        merged.outer_count = sum(|r| r.outer_count);
+        merged.outer_sum_ns = sum(|r| r.outer_sum_ns);
+        merged.below_min_latency = sum(|r| r.below_min_latency);
+        merged.on_cpu_sum_ns = records.iter().map(|r| r.on_cpu_sum_ns).sum::<Option<u64>>();
+        merged
+    }
+}
+
+impl Losses {
+    /// Adds every counter of `other` (destructured, so a new counter cannot be forgotten).
+    pub fn add(&mut self, other: &Losses) {
+        let Losses {
+            depth_exceeded,
+            task_map_full,
+            unmatched_returns,
+            orphaned_frames,
+            open_at_stop,
+            slot_missing,
+            kernel_missed,
+            stacks_lost,
+            stack_totals_full,
+            untraced_children,
+        } = other;
+        self.depth_exceeded += depth_exceeded;
+        self.task_map_full += task_map_full;
+        self.unmatched_returns += unmatched_returns;
+        self.orphaned_frames += orphaned_frames;
+        self.open_at_stop += open_at_stop;
+        self.slot_missing += slot_missing;
+        self.kernel_missed += kernel_missed;
+        self.stacks_lost += stacks_lost;
+        self.stack_totals_full += stack_totals_full;
+        self.untraced_children += untraced_children;
+    }
+}
+
+impl Recording {
+    /// One recording holding every run of `recordings` (a file without `--runs` counts as one
+    /// run); functions are matched by name, in first-seen order. Kernel and mode list every
+    /// distinct value; the command and tool come from the first recording. `None` for an
+    /// empty slice.
+    pub fn merged(recordings: &[Recording]) -> Option<Recording> {
+        let (first, _) = recordings.split_first()?;
+        if recordings.len() == 1 {
+            return Some(first.clone());
+        }
+        let mut names: Vec<&str> = Vec::new();
+        for function in recordings.iter().flat_map(|r| &r.functions) {
+            if !names.contains(&function.name.as_str()) {
+                names.push(&function.name);
+            }
+        }
+        let functions = names
+            .iter()
+            .map(|name| {
+                let records: Vec<&FunctionRecord> = recordings
+                    .iter()
+                    .flat_map(|r| r.functions.iter().filter(|f| f.name == *name))
+                    .collect();
+                FunctionRecord::merged(&records)
+            })
+            .collect();
+        let runs = recordings
+            .iter()
+            .flat_map(|r| {
+                if r.runs.is_empty() {
+                    vec![RunRecord {
+                        duration_ns: r.duration_ns,
+                        exit_code: 0,
+                        workload_metrics: Default::default(),
+                        functions: r.functions.clone(),
+                    }]
+                } else {
+                    r.runs.clone()
+                }
+            })
+            .collect();
+        let mut losses = Losses::default();
+        recordings.iter().for_each(|r| losses.add(&r.losses));
+        let overheads: Vec<f64> = recordings
+            .iter()
+            .filter_map(|r| r.probe_overhead_ns)
+            .collect();
+        let distinct = |field: fn(&Recording) -> &str| {
+            let mut values: Vec<&str> = Vec::new();
+            for recording in recordings {
+                if !values.contains(&field(recording)) {
+                    values.push(field(recording));
+                }
+            }
+            values.join(", ")
+        };
+        Some(Recording {
+            kernel: distinct(|r| &r.kernel),
+            mode: distinct(|r| &r.mode),
+            duration_ns: recordings.iter().map(|r| r.duration_ns).sum(),
+            functions,
+            losses,
+            probe_overhead_ns: (!overheads.is_empty())
+                .then(|| overheads.iter().sum::<f64>() / overheads.len() as f64),
+            runs,
+            intervals: Vec::new(),
+            ..first.clone()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn function(name: &str, values: &[u64]) -> FunctionRecord {
+        let mut histogram = Histogram::new();
+        values.iter().for_each(|&v| histogram.record(v));
+        FunctionRecord::from_aggregates(
+            name.into(),
+            name.into(),
+            &histogram,
+            values.len() as u64,
+            values.iter().sum(),
+            values.iter().map(|&v| (v as u128) * (v as u128)).sum(),
+            values.iter().copied().min().unwrap_or(0),
+            values.iter().copied().max().unwrap_or(0),
+        )
+    }
+
+    fn recording(functions: Vec<FunctionRecord>, dropped: u64) -> Recording {
+        Recording {
+            schema_version: super::super::SCHEMA_VERSION,
+            tool: "hotprof test".into(),
+            kernel: "6.12.0".into(),
+            mode: "kprobe".into(),
+            duration_ns: 10,
+            command: vec![],
+            functions,
+            losses: Losses {
+                depth_exceeded: dropped,
+                ..Losses::default()
+            },
+            probe_overhead_ns: None,
+            runs: vec![],
+            intervals: vec![],
+        }
+    }
+
+    #[test]
+    fn merging_equals_recording_all_calls_at_once() {
+        let (a, b) = ([100, 200, 300], [150, 10_000]);
+        let merged = FunctionRecord::merged(&[&function("f", &a), &function("f", &b)]);
+        let all: Vec<u64> = a.iter().chain(&b).copied().collect();
+        let at_once = function("f", &all);
+        assert_eq!(merged.count, at_once.count);
+        assert_eq!(merged.buckets, at_once.buckets);
+        assert_eq!(
+            (merged.min_ns, merged.max_ns, merged.p50_ns, merged.p99_ns),
+            (
+                at_once.min_ns,
+                at_once.max_ns,
+                at_once.p50_ns,
+                at_once.p99_ns
+            )
+        );
+        assert!((merged.stddev_ns - at_once.stddev_ns).abs() < 1e-6);
+    }
+
+    #[test]
+    fn recordings_keep_every_run_function_and_loss() {
+        let one = recording(vec![function("f", &[100, 200])], 1);
+        let mut other_kernel = recording(vec![], 0);
+        other_kernel.kernel = "6.1.0".into();
+        let two = recording(vec![function("g", &[5]), function("f", &[300])], 2);
+        let merged = Recording::merged(&[one, two, other_kernel]).unwrap();
+        let names: Vec<&str> = merged.functions.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["f", "g"]);
+        assert_eq!(merged.functions[0].count, 3);
+        assert_eq!(merged.runs.len(), 3);
+        assert_eq!(merged.losses.depth_exceeded, 3);
+        assert_eq!(merged.duration_ns, 30);
+        assert_eq!(merged.kernel, "6.12.0, 6.1.0");
+        assert_eq!(merged.mode, "kprobe");
+        assert!(Recording::merged(&[]).is_none());
+    }
+}
