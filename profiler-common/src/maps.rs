@@ -8,6 +8,10 @@ pub const MAX_DEPTH: usize = 16;
 /// function, because fentry programs are bound to their target at load time).
 pub const FENTRY_SLOTS: u32 = 64;
 
+/// Functions that get a kprobe program of their own in kprobe mode (`kprobe_0` …); the rest
+/// share `kprobe_entry`, which looks up the function id by address on every call.
+pub const KPROBE_SLOTS: u32 = 64;
+
 /// Syscalls one run can probe with `--syscall` (one tracepoint program pair per slot).
 pub const SYSCALL_SLOTS: u32 = 16;
 
@@ -107,19 +111,17 @@ pub enum Counter {
     OrphanedFrames = 3,
     /// Histogram or stats slot lookup failed (should never happen; counted to prove it).
     SlotMissing = 4,
-    /// Entries accepted (passed the filters).
-    Entries = 5,
     /// Stacks that could not be stored (`STACKS` map full or a hash collision).
-    StackLost = 6,
+    StackLost = 5,
     /// Calls whose stack aggregate could not be stored (`STACK_TOTALS` full).
-    StackTotalsFull = 7,
+    StackTotalsFull = 6,
     /// Children of a traced process that could not be added to the traced process tree
     /// (`TGIDS` full): their calls are not timed.
-    ProcessTreeFull = 8,
+    ProcessTreeFull = 7,
 }
 
 /// Number of [`Counter`] slots.
-pub const NUM_COUNTERS: u32 = 9;
+pub const NUM_COUNTERS: u32 = 8;
 
 /// Key of the per-stack latency aggregate (`--stacks`).
 #[repr(C)]

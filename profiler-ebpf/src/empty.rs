@@ -1,12 +1,23 @@
-//! Empty probe pairs for `cargo xtask bench`: the floor each mechanism costs before hotprof
-//! does any work. They return at once; only `profiler/examples/empty_probe.rs` attaches them,
-//! never hotprof. Minimum kernels as for the real programs: kprobe 4.1 (kretprobe too),
-//! fentry/fexit 5.5 with BTF, syscall tracepoints 4.7.
+//! Reference probe pairs for `cargo xtask bench`; only `profiler/examples/empty_probe.rs`
+//! attaches them, never hotprof.
+//!
+//! - *Empty* pairs return at once: what each mechanism costs before any work is done.
+//! - *Timing floor* pairs do the least any per-call latency histogram must: a start time kept
+//!   per task (one hash lookup at entry, one at return), two clock reads and one histogram
+//!   bucket, with no filter, no nesting, no per-function aggregates. What hotprof (or bpftrace)
+//!   costs above the floor is its own; what the floor costs above the empty pair, every tool
+//!   that times each call pays.
+//!
+//! Minimum kernels as for the real programs: kprobe 4.1 (kretprobe too), fentry/fexit 5.5
+//! with BTF, syscall tracepoints 4.7.
 
 use aya_ebpf::{
-    macros::{fentry, fexit, kprobe, kretprobe, tracepoint},
+    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    macros::{fentry, fexit, kprobe, kretprobe, map, tracepoint},
+    maps::{HashMap, PerCpuArray},
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext, TracePointContext},
 };
+use profiler_common::{NUM_BUCKETS, bucket_index};
 
 #[kprobe]
 pub fn empty_kprobe(_ctx: ProbeContext) -> u32 {
@@ -35,5 +46,82 @@ pub fn empty_sys_enter(_ctx: TracePointContext) -> u32 {
 
 #[tracepoint]
 pub fn empty_sys_exit(_ctx: TracePointContext) -> u32 {
+    0
+}
+
+/// Start time of the open call per thread id; 0 when none is open. Entries stay between
+/// calls (as hotprof's do), so a call costs a lookup, not an insert and a delete.
+#[map]
+static FLOOR_START: HashMap<u32, u64> = HashMap::with_max_entries(16384, 0);
+/// The timing floor's histogram (hotprof's bucket layout); userspace sums it for the count.
+#[map]
+static FLOOR_HIST: PerCpuArray<u64> = PerCpuArray::with_max_entries(NUM_BUCKETS, 0);
+
+#[inline(always)]
+fn floor_enter() {
+    let tid = bpf_get_current_pid_tgid() as u32;
+    // SAFETY: plain helper call.
+    let now = unsafe { bpf_ktime_get_ns() };
+    match FLOOR_START.get_ptr_mut(tid) {
+        // SAFETY: the current thread's own entry; only its probes write it.
+        Some(start) => unsafe { *start = now },
+        None => {
+            let _ = FLOOR_START.insert(tid, now, 0);
+        }
+    }
+}
+
+#[inline(always)]
+fn floor_leave() {
+    // SAFETY: plain helper call.
+    let now = unsafe { bpf_ktime_get_ns() };
+    let tid = bpf_get_current_pid_tgid() as u32;
+    let Some(start) = FLOOR_START.get_ptr_mut(tid) else {
+        return;
+    };
+    // SAFETY: as in `floor_enter`.
+    let started = unsafe { core::ptr::replace(start, 0) };
+    if started == 0 {
+        return;
+    }
+    if let Some(slot) = FLOOR_HIST.get_ptr_mut(bucket_index(now.saturating_sub(started))) {
+        // SAFETY: this CPU's slot, preemption disabled.
+        unsafe { *slot += 1 };
+    }
+}
+
+#[kprobe]
+pub fn floor_kprobe(_ctx: ProbeContext) -> u32 {
+    floor_enter();
+    0
+}
+
+#[kretprobe]
+pub fn floor_kretprobe(_ctx: RetProbeContext) -> u32 {
+    floor_leave();
+    0
+}
+
+#[fentry]
+pub fn floor_fentry(_ctx: FEntryContext) -> u32 {
+    floor_enter();
+    0
+}
+
+#[fexit]
+pub fn floor_fexit(_ctx: FExitContext) -> u32 {
+    floor_leave();
+    0
+}
+
+#[tracepoint]
+pub fn floor_sys_enter(_ctx: TracePointContext) -> u32 {
+    floor_enter();
+    0
+}
+
+#[tracepoint]
+pub fn floor_sys_exit(_ctx: TracePointContext) -> u32 {
+    floor_leave();
     0
 }

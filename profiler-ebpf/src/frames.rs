@@ -191,7 +191,6 @@ pub(crate) fn enter<C: StackIdContext>(ctx: &C, func: u32, entry_sp: u64) {
     frame.kernel_stack = kernel_stack;
     frame.user_stack = user_stack;
     task.depth = depth as u32 + 1;
-    count(Counter::Entries, 1);
     // Last, so the bookkeeping above is not part of the measured time.
     frame.entry_ns = unsafe { bpf_ktime_get_ns() };
 }

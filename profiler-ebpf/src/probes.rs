@@ -13,7 +13,10 @@ use profiler_common::Counter;
 
 use crate::frames::{ReturnOf, TGIDS, count, enter, leave, on_exit, on_switch};
 
-/// Function id for each probed kernel address (`bpf_get_func_ip` in kprobe mode).
+/// Function id for each probed kernel address beyond the first [`KPROBE_SLOTS`], which share
+/// [`kprobe_entry`] and look their id up from `bpf_get_func_ip`.
+///
+/// [`KPROBE_SLOTS`]: profiler_common::KPROBE_SLOTS
 #[map]
 static FUNC_IPS: HashMap<u64, u32> = HashMap::with_max_entries(1, 0);
 
@@ -32,7 +35,8 @@ fn config_u32(value: &u32) -> usize {
     unsafe { core::ptr::read_volatile(value) as usize }
 }
 
-/// kprobe at function entry. Minimum kernel 5.15 (`bpf_get_func_ip` for kprobes).
+/// kprobe at function entry, shared by the functions beyond the slots: one hash lookup per
+/// call to find the function id. Minimum kernel 5.15 (`bpf_get_func_ip` for kprobes).
 #[kprobe]
 pub fn kprobe_entry(ctx: ProbeContext) -> u32 {
     // SAFETY: helper reads the probed address from the kprobe context.
@@ -40,11 +44,45 @@ pub fn kprobe_entry(ctx: ProbeContext) -> u32 {
     let Some(&func) = (unsafe { FUNC_IPS.get(ip) }) else {
         return 0;
     };
-    // SAFETY: a kprobe context is a pt_regs the verifier lets us read.
-    let sp = unsafe { (*ctx.regs).rsp };
-    enter(&ctx, func, sp);
+    kprobe_enter(&ctx, func);
     0
 }
+
+#[inline(always)]
+fn kprobe_enter(ctx: &ProbeContext, func: u32) {
+    // SAFETY: a kprobe context is a pt_regs the verifier lets us read.
+    let sp = unsafe { (*ctx.regs).rsp };
+    enter(ctx, func, sp);
+}
+
+/// One kprobe program per function slot, like the fentry slots: the slot number is the
+/// function id, so the first [`KPROBE_SLOTS`] functions of a run skip `kprobe_entry`'s
+/// address lookup. Minimum kernel 5.15 (as `kprobe_entry`, for one code path).
+///
+/// [`KPROBE_SLOTS`]: profiler_common::KPROBE_SLOTS
+macro_rules! kprobe_slots {
+    ($($entry:ident $id:literal),* $(,)?) => {$(
+        #[kprobe]
+        pub fn $entry(ctx: ProbeContext) -> u32 {
+            kprobe_enter(&ctx, $id);
+            0
+        }
+    )*};
+}
+
+kprobe_slots!(
+    kprobe_0 0, kprobe_1 1, kprobe_2 2, kprobe_3 3, kprobe_4 4, kprobe_5 5, kprobe_6 6,
+    kprobe_7 7, kprobe_8 8, kprobe_9 9, kprobe_10 10, kprobe_11 11, kprobe_12 12,
+    kprobe_13 13, kprobe_14 14, kprobe_15 15, kprobe_16 16, kprobe_17 17, kprobe_18 18,
+    kprobe_19 19, kprobe_20 20, kprobe_21 21, kprobe_22 22, kprobe_23 23, kprobe_24 24,
+    kprobe_25 25, kprobe_26 26, kprobe_27 27, kprobe_28 28, kprobe_29 29, kprobe_30 30,
+    kprobe_31 31, kprobe_32 32, kprobe_33 33, kprobe_34 34, kprobe_35 35, kprobe_36 36,
+    kprobe_37 37, kprobe_38 38, kprobe_39 39, kprobe_40 40, kprobe_41 41, kprobe_42 42,
+    kprobe_43 43, kprobe_44 44, kprobe_45 45, kprobe_46 46, kprobe_47 47, kprobe_48 48,
+    kprobe_49 49, kprobe_50 50, kprobe_51 51, kprobe_52 52, kprobe_53 53, kprobe_54 54,
+    kprobe_55 55, kprobe_56 56, kprobe_57 57, kprobe_58 58, kprobe_59 59, kprobe_60 60,
+    kprobe_61 61, kprobe_62 62, kprobe_63 63,
+);
 
 /// kretprobe: the return pairs with the frame whose entry stack pointer was one word below
 /// (the return address has been popped by the time the return trampoline runs).

@@ -1,7 +1,11 @@
-//! `empty_probe MODE TARGET -- CMD [ARGS]`: attaches an *empty* probe pair (programs that
-//! return at once, `profiler-ebpf/src/empty.rs`) to TARGET, runs CMD, detaches, and exits with
-//! CMD's status. `cargo xtask bench` uses it as the floor each mechanism costs, to compare
-//! hotprof's probes with. Not installed with hotprof.
+//! `empty_probe [--timed] MODE TARGET -- CMD [ARGS]`: attaches an *empty* probe pair
+//! (programs that return at once, `profiler-ebpf/src/empty.rs`) to TARGET, runs CMD, detaches,
+//! and exits with CMD's status. `cargo xtask bench` uses it as the floor each mechanism costs,
+//! to compare hotprof's probes with. Not installed with hotprof.
+//!
+//! With `--timed` the pair is the *timing floor* instead: a per-task start time and one
+//! histogram bucket per call, the least any per-call latency tool does; it prints
+//! `calls N` (every call it timed) at the end, so the bench can check it did the work.
 //!
 //! MODE is `kprobe` (kprobe + kretprobe, kernel 4.1+), `fentry` (fentry + fexit, 5.5+ with
 //! BTF) or `tracepoint` (TARGET is a syscall name: `syscalls/sys_enter_TARGET` and
@@ -10,6 +14,7 @@
 use std::process::{Command, ExitCode};
 
 use anyhow::{Context, Result, bail};
+use aya::maps::PerCpuArray;
 use aya::programs::{FEntry, FExit, KProbe, TracePoint};
 use aya::{Btf, Ebpf, EbpfLoader};
 use profiler_common::names;
@@ -17,7 +22,7 @@ use profiler_common::names;
 /// The same object hotprof loads; the empty programs live in it beside the real ones.
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/profiler"));
 
-const USAGE: &str = "usage: empty_probe kprobe|fentry|tracepoint TARGET -- CMD [ARGS]";
+const USAGE: &str = "usage: empty_probe [--timed] kprobe|fentry|tracepoint TARGET -- CMD [ARGS]";
 
 fn main() -> ExitCode {
     match run() {
@@ -30,7 +35,13 @@ fn main() -> ExitCode {
 }
 
 fn run() -> Result<u8> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let timed = args.first().is_some_and(|a| a == "--timed");
+    if timed {
+        args.remove(0);
+    }
+    // The programs of empty.rs: `empty_*` or the timing floor's `floor_*`.
+    let kind = if timed { "floor" } else { "empty" };
     let (mode, target, command) = match args.as_slice() {
         [mode, target, dashes, command @ ..] if dashes == "--" && !command.is_empty() => {
             (mode.as_str(), target.as_str(), command)
@@ -41,7 +52,8 @@ fn run() -> Result<u8> {
     match mode {
         "kprobe" => {
             // The program's section (kprobe or kretprobe) decides which one it attaches as.
-            for program in ["empty_kprobe", "empty_kretprobe"] {
+            for program in [format!("{kind}_kprobe"), format!("{kind}_kretprobe")] {
+                let program = program.as_str();
                 let probe: &mut KProbe = program_mut(&mut ebpf, program)?;
                 probe.load().with_context(|| format!("loading {program}"))?;
                 probe
@@ -51,21 +63,22 @@ fn run() -> Result<u8> {
         }
         "fentry" => {
             let btf = Btf::from_sys_fs().context("fentry needs /sys/kernel/btf/vmlinux")?;
-            let entry: &mut FEntry = program_mut(&mut ebpf, "empty_fentry")?;
+            let entry: &mut FEntry = program_mut(&mut ebpf, &format!("{kind}_fentry"))?;
             entry
                 .load(target, &btf)
                 .with_context(|| format!("loading fentry for {target}"))?;
             entry.attach().context("attaching fentry")?;
-            let exit: &mut FExit = program_mut(&mut ebpf, "empty_fexit")?;
+            let exit: &mut FExit = program_mut(&mut ebpf, &format!("{kind}_fexit"))?;
             exit.load(target, &btf)
                 .with_context(|| format!("loading fexit for {target}"))?;
             exit.attach().context("attaching fexit")?;
         }
         "tracepoint" => {
             for (program, event) in [
-                ("empty_sys_enter", format!("sys_enter_{target}")),
-                ("empty_sys_exit", format!("sys_exit_{target}")),
+                (format!("{kind}_sys_enter"), format!("sys_enter_{target}")),
+                (format!("{kind}_sys_exit"), format!("sys_exit_{target}")),
             ] {
+                let program = program.as_str();
                 let tracepoint: &mut TracePoint = program_mut(&mut ebpf, program)?;
                 tracepoint
                     .load()
@@ -81,11 +94,27 @@ fn run() -> Result<u8> {
         .args(&command[1..])
         .status()
         .with_context(|| format!("could not run {}", command[0]))?;
+    if timed {
+        println!("calls {}", floor_calls(&ebpf)?);
+    }
     drop(ebpf);
     Ok(status.code().map_or(1, |code| code.clamp(0, 255) as u8))
 }
 
-/// Loads the object with every map at its smallest: the empty programs use none.
+/// Every call the timing floor timed: its histogram summed over buckets and CPUs.
+fn floor_calls(ebpf: &Ebpf) -> Result<u64> {
+    let hist: PerCpuArray<_, u64> = PerCpuArray::try_from(
+        ebpf.map("FLOOR_HIST")
+            .context("the eBPF object has no FLOOR_HIST map")?,
+    )?;
+    let mut total = 0;
+    for per_cpu in hist.iter() {
+        total += per_cpu?.iter().sum::<u64>();
+    }
+    Ok(total)
+}
+
+/// Loads the object with hotprof's big maps at their smallest: these programs do not use them.
 fn load() -> Result<Ebpf> {
     let mut loader = EbpfLoader::new();
     for map in [names::TASKS, names::TGIDS] {

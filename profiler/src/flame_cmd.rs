@@ -48,7 +48,7 @@ pub fn run(args: &FlamegraphArgs) -> anyhow::Result<i32> {
         .title
         .clone()
         .unwrap_or_else(|| format!("hotprof: {shown}"));
-    let svg = crate::flame::render_flamegraph(&folded, &title, None, &args.unit)
+    let svg = crate::flame::render_flamegraph_owned(folded, &title, None, &args.unit)
         .with_context(|| shown.clone())?;
     std::fs::write(&args.output, svg)
         .with_context(|| format!("cannot write {}", args.output.display()))?;

@@ -14,7 +14,7 @@ fn is_hotprof_program(name: &str) -> bool {
         "sched_process_e",
         "on_cpu_sample",
     ];
-    let numbered = ["fentry_", "fexit_", "sys_enter_", "sys_exit_"];
+    let numbered = ["kprobe_", "fentry_", "fexit_", "sys_enter_", "sys_exit_"];
     exact.contains(&name)
         || numbered.iter().any(|prefix| {
             name.strip_prefix(prefix)
@@ -71,6 +71,7 @@ mod tests {
     fn recognizes_only_hotprof_program_names() {
         for name in [
             "kprobe_entry",
+            "kprobe_0",
             "fentry_0",
             "fexit_63",
             "sys_enter_15",

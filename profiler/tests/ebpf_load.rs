@@ -4,7 +4,7 @@
 
 use aya::programs::{FEntry, FExit, KProbe, TracePoint};
 use profiler::attach::{ProbeConfig, load};
-use profiler_common::{FENTRY_SLOTS, SYSCALL_SLOTS};
+use profiler_common::{FENTRY_SLOTS, KPROBE_SLOTS, SYSCALL_SLOTS};
 
 fn config() -> ProbeConfig {
     ProbeConfig {
@@ -20,7 +20,11 @@ fn config() -> ProbeConfig {
 fn every_program_passes_the_verifier() {
     let mut ebpf = load(&config()).expect("maps of the eBPF object are created");
     let mut loaded = Vec::new();
-    for name in ["kprobe_entry", "kretprobe_exit"] {
+    let kprobes = ["kprobe_entry".to_string(), "kretprobe_exit".to_string()]
+        .into_iter()
+        .chain((0..KPROBE_SLOTS).map(|slot| format!("kprobe_{slot}")));
+    for name in kprobes {
+        let name = name.as_str();
         let program: &mut KProbe = ebpf.program_mut(name).unwrap().try_into().unwrap();
         program
             .load()
@@ -39,7 +43,10 @@ fn every_program_passes_the_verifier() {
             .unwrap_or_else(|e| panic!("{name} rejected: {e:?}"));
         loaded.push(name);
     }
-    assert_eq!(loaded.len(), 4 + 2 * SYSCALL_SLOTS as usize);
+    assert_eq!(
+        loaded.len(),
+        4 + KPROBE_SLOTS as usize + 2 * SYSCALL_SLOTS as usize
+    );
 }
 
 /// fentry programs are verified against their target's BTF at load time. Kernels that block

@@ -273,16 +273,20 @@ fn nested_frames(ctx: &mut Ctx) -> Result<()> {
     Ok(())
 }
 
-/// A glob attaches to every ftrace-listed match (≥ 50 here) and reports each one;
+/// A glob attaches to every ftrace-listed match (≥ 50 here) and reports each one; with more
+/// functions than kprobe slots, the ones beyond them (sharing `kprobe_entry`) count exactly;
 /// `hotprof list` lists exactly the function symbols kallsyms has for the pattern.
 fn glob_and_list(ctx: &mut Ctx) -> Result<()> {
-    let guest = ctx.run(
-        "hotprof --fn 'vfs_*' --mode kprobe --json /out/r.json -- file_read /tmp/f 4 >/dev/null; echo rc=$?; \
-         hotprof list 'vfs_*' 2>/dev/null | tail -n +2 | awk '{print $1}' | sort > /out/list.txt; \
-         awk '($2==\"t\"||$2==\"T\"||$2==\"w\"||$2==\"W\") && $3 ~ /^vfs_/ {print $3}' /proc/kallsyms | sort -u > /out/kallsyms.txt",
-    )?;
+    const GETPIDS: u64 = 5_000;
+    let guest = ctx.run(&format!(
+        "hotprof --fn 'vfs_*' --mode kprobe --json /out/r.json -- file_read /tmp/f 4 >/dev/null; echo glob_rc=$?; \
+         hotprof --fn 'vfs_*' --fn 'security_inode_*' --fn __x64_sys_getpid --mode kprobe --no-calibrate \
+           --json /out/shared.json -- syscall_lat {GETPIDS} >/dev/null; echo shared_rc=$?; \
+         hotprof list 'vfs_*' 2>/dev/null | tail -n +2 | awk '{{print $1}}' | sort > /out/list.txt; \
+         awk '($2==\"t\"||$2==\"T\"||$2==\"w\"||$2==\"W\") && $3 ~ /^vfs_/ {{print $3}}' /proc/kallsyms | sort -u > /out/kallsyms.txt",
+    ))?;
     ensure!(
-        guest.lines_containing("rc=0").len() == 1,
+        guest.lines_containing("glob_rc=0").len() == 1,
         "the glob run failed"
     );
     let report = guest.report("r.json")?;
@@ -298,6 +302,26 @@ fn glob_and_list(ctx: &mut Ctx) -> Result<()> {
     ensure!(
         read > 0,
         "vfs_read was attached but counted no calls under file_read"
+    );
+    // Functions beyond the first KPROBE_SLOTS share one kprobe program that finds each
+    // call's function by address: getpid, listed last, must be one of them and exact.
+    ensure!(
+        guest.lines_containing("shared_rc=0").len() == 1,
+        "the run with more functions than kprobe slots failed"
+    );
+    let shared = guest.report("shared.json")?;
+    let index = shared.json["functions"]
+        .as_array()
+        .and_then(|f| f.iter().position(|f| f["name"] == "__x64_sys_getpid"))
+        .context("__x64_sys_getpid missing")?;
+    ensure!(
+        index >= profiler_common::KPROBE_SLOTS as usize,
+        "__x64_sys_getpid is function {index}, inside the kprobe slots: widen the globs"
+    );
+    let getpids = shared.function("__x64_sys_getpid")?.u64("count")?;
+    ensure!(
+        getpids == GETPIDS,
+        "the shared kprobe program counted {getpids} getpid calls for {GETPIDS}"
     );
     let list = fs::read_to_string(guest.outcome.out_dir.join("list.txt"))?;
     let kallsyms = fs::read_to_string(guest.outcome.out_dir.join("kallsyms.txt"))?;

@@ -8,7 +8,7 @@ use aya::{
     maps::HashMap,
     programs::{FEntry, FExit, KProbe, TracePoint, kprobe::KProbeLink},
 };
-use profiler_common::{FENTRY_SLOTS, SYSCALL_SLOTS, names};
+use profiler_common::{FENTRY_SLOTS, KPROBE_SLOTS, SYSCALL_SLOTS, names};
 
 use crate::progress::Progress;
 use crate::resolve::Target;
@@ -228,31 +228,20 @@ fn attach_kprobes(
             fentry: None,
         });
     }
-    {
-        let mut func_ips: HashMap<_, u64, u32> = HashMap::try_from(
-            ebpf.map_mut(names::FUNC_IPS)
-                .ok_or_else(|| AttachError::Internal("FUNC_IPS map missing".into()))?,
-        )
-        .map_err(|e| AttachError::Internal(e.to_string()))?;
-        for (id, target) in targets.iter().enumerate() {
-            if target.address == 0 {
-                return Err(AttachError::Kprobe {
-                    function: target.symbol.clone(),
-                    reason: "its address is hidden in /proc/kallsyms (kptr_restrict): run as root"
-                        .into(),
-                });
-            }
-            func_ips
-                .insert(target.address, id as u32, 0)
-                .map_err(|e| AttachError::Internal(e.to_string()))?;
+    for target in targets {
+        if target.address == 0 {
+            return Err(AttachError::Kprobe {
+                function: target.symbol.clone(),
+                reason: "its address is hidden in /proc/kallsyms (kptr_restrict): run as root"
+                    .into(),
+            });
         }
     }
-    let entry: &mut KProbe = program(ebpf, "kprobe_entry")?;
-    entry
-        .load()
-        .map_err(|e| AttachError::Internal(format!("loading kprobe_entry: {}", one_line(&e))))?;
+    // The first KPROBE_SLOTS functions get a program each, whose id is a constant; the rest
+    // share `kprobe_entry`, which finds its id by address in FUNC_IPS on every call.
+    let (slotted, shared) = targets.split_at(targets.len().min(KPROBE_SLOTS as usize));
     let mut links = KprobeLinks::default();
-    for (done, target) in targets.iter().enumerate() {
+    let attach = |entry: &mut KProbe, target: &Target, links: &mut KprobeLinks| {
         let id = entry
             .attach(&target.symbol, 0)
             .map_err(|e| AttachError::Kprobe {
@@ -260,19 +249,42 @@ fn attach_kprobes(
                 reason: kprobe_refusal(&e),
             })?;
         links.0.push(take(entry.take_link(id))?);
-        progress.attaching("kprobes", done + 1, targets.len());
+        Ok::<_, AttachError>(())
+    };
+    for (id, target) in slotted.iter().enumerate() {
+        let name = format!("kprobe_{id}");
+        let entry: &mut KProbe = program(ebpf, &name)?;
+        entry
+            .load()
+            .map_err(|e| AttachError::Internal(format!("loading {name}: {}", one_line(&e))))?;
+        attach(entry, target, &mut links)?;
+        progress.attaching("kprobes", id + 1, targets.len());
+    }
+    if !shared.is_empty() {
+        let mut func_ips: HashMap<_, u64, u32> = HashMap::try_from(
+            ebpf.map_mut(names::FUNC_IPS)
+                .ok_or_else(|| AttachError::Internal("FUNC_IPS map missing".into()))?,
+        )
+        .map_err(|e| AttachError::Internal(e.to_string()))?;
+        for (id, target) in targets.iter().enumerate().skip(slotted.len()) {
+            func_ips
+                .insert(target.address, id as u32, 0)
+                .map_err(|e| AttachError::Internal(e.to_string()))?;
+        }
+        let entry: &mut KProbe = program(ebpf, "kprobe_entry")?;
+        entry.load().map_err(|e| {
+            AttachError::Internal(format!("loading kprobe_entry: {}", one_line(&e)))
+        })?;
+        for (done, target) in shared.iter().enumerate() {
+            attach(entry, target, &mut links)?;
+            progress.attaching("kprobes", slotted.len() + done + 1, targets.len());
+        }
     }
     let exit: &mut KProbe = program(ebpf, "kretprobe_exit")?;
     exit.load()
         .map_err(|e| AttachError::Internal(format!("loading kretprobe_exit: {}", one_line(&e))))?;
     for (done, target) in targets.iter().enumerate() {
-        let id = exit
-            .attach(&target.symbol, 0)
-            .map_err(|e| AttachError::Kprobe {
-                function: target.symbol.clone(),
-                reason: kprobe_refusal(&e),
-            })?;
-        links.0.push(take(exit.take_link(id))?);
+        attach(exit, target, &mut links)?;
         progress.attaching("kretprobes", done + 1, targets.len());
     }
     Ok(links)

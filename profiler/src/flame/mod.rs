@@ -26,10 +26,10 @@ pub mod user;
 
 pub use folded::{
     FoldedError, FoldedReason, FrameNames, KERNEL_SUFFIX, StackRecord, Weight, fold, merge_folded,
-    parse_folded, sanitize_frame, total_weight, write_folded,
+    merge_folded_owned, parse_folded, sanitize_frame, total_weight, write_folded,
 };
 pub use kernel::KernelSymbolizer;
-pub use svg::{RenderError, render_diff, render_flamegraph};
+pub use svg::{RenderError, render_diff, render_flamegraph, render_flamegraph_owned};
 pub use user::{UNKNOWN, UserSymbolizer, file_offset_frame};
 
 /// The real [`FrameNames`]: kernel frames from kallsyms, user frames from blazesym (or all

@@ -16,7 +16,7 @@
 use inferno::flamegraph::color::{MultiPalette, Palette};
 use inferno::flamegraph::{self, Options};
 
-use super::folded::{FoldedReason, check_stack, merge_folded, total_weight, write_folded};
+use super::folded::{FoldedReason, check_stack, merge_folded_owned, total_weight};
 
 /// Why an SVG could not be drawn; one line each.
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +45,18 @@ pub fn render_flamegraph(
     subtitle: Option<&str>,
     count_name: &str,
 ) -> Result<Vec<u8>, RenderError> {
+    render_flamegraph_owned(folded.to_vec(), title, subtitle, count_name)
+}
+
+/// [`render_flamegraph`] consuming its input, which is merged and turned into inferno's lines
+/// in place: one copy of the stacks in memory instead of two (`hotprof flamegraph` on a
+/// million-line file).
+pub fn render_flamegraph_owned(
+    folded: Vec<(String, u64)>,
+    title: &str,
+    subtitle: Option<&str>,
+    count_name: &str,
+) -> Result<Vec<u8>, RenderError> {
     let (lines, _) = prepare(folded, "the profile")?;
     let mut options = options(title, subtitle.map(str::to_string), count_name);
     // `prepare` sorted the lines exactly as inferno would (whole lines, all distinct), so
@@ -68,12 +80,9 @@ pub fn render_diff(
     title: &str,
     count_name: &str,
 ) -> Result<Vec<u8>, RenderError> {
-    let (_, base_total) = prepare(base, "the base profile")?;
-    let (_, new_total) = prepare(new, "the new profile")?;
-    let mut base_bytes = Vec::new();
-    write_folded(&merge_folded(base), &mut base_bytes)?;
-    let mut new_bytes = Vec::new();
-    write_folded(&merge_folded(new), &mut new_bytes)?;
+    let (base_lines, base_total) = prepare(base.to_vec(), "the base profile")?;
+    let (new_lines, new_total) = prepare(new.to_vec(), "the new profile")?;
+    let (base_bytes, new_bytes) = (base_lines.join("\n"), new_lines.join("\n"));
 
     let diff_options = inferno::differential::Options {
         normalize: true,
@@ -82,8 +91,8 @@ pub fn render_diff(
     let mut two_columns = Vec::new();
     inferno::differential::from_readers(
         diff_options,
-        &base_bytes[..],
-        &new_bytes[..],
+        base_bytes.as_bytes(),
+        new_bytes.as_bytes(),
         &mut two_columns,
     )?;
     let two_columns = String::from_utf8(two_columns)
@@ -102,10 +111,10 @@ pub fn render_diff(
 
 /// Validated, merged `stack weight` lines and their total.
 fn prepare(
-    folded: &[(String, u64)],
+    folded: Vec<(String, u64)>,
     what: &'static str,
 ) -> Result<(Vec<String>, u64), RenderError> {
-    let merged = merge_folded(folded);
+    let merged = merge_folded_owned(folded);
     for (stack, _) in &merged {
         check_stack(stack).map_err(|reason| {
             let mut shown: String = stack

@@ -1,4 +1,5 @@
-//! Probe cost: `syscall_lat` under no probe, an empty probe pair of the same mechanism, hotprof,
+//! Probe cost: `syscall_lat` under no probe, an empty probe pair of the same mechanism, the
+//! timing floor (the least work any per-call latency histogram does, same mechanism), hotprof,
 //! and bpftrace keeping the same histogram (a per-tid start map and `hist()`, like
 //! funclatency), interleaved round by round.
 
@@ -97,6 +98,10 @@ impl Mechanism {
                 "empty_probe {} {} -- {workload}",
                 self.empty_mode, self.empty_target
             ),
+            Variant::Floor => format!(
+                "empty_probe --timed {} {} -- {workload}",
+                self.empty_mode, self.empty_target
+            ),
             // --no-calibrate: the calibration runs before the workload and only costs time.
             Variant::Hotprof => {
                 format!("hotprof {} --no-calibrate -- {workload}", self.hotprof_args)
@@ -119,11 +124,14 @@ impl Mechanism {
         let avg = syscall_lat_avg_ns(output).ok_or("no syscall_lat line")?;
         let counted = match variant {
             Variant::None | Variant::Empty => return Ok(avg),
-            Variant::Hotprof | Variant::HotprofBaseline => hotprof_calls(output),
+            // The floor prints `calls N` like hotprof's report line.
+            Variant::Hotprof | Variant::HotprofBaseline | Variant::Floor => hotprof_calls(output),
             Variant::Bpftrace => bpftrace_hist_total(output),
         };
         match counted {
             Some(count) if count == self.calls => Ok(avg),
+            // The floor has no filter: it also times other tasks' calls (the host's daemons).
+            Some(count) if variant == Variant::Floor && count > self.calls => Ok(avg),
             Some(count) => Err(format!("counted {count} calls, not {}", self.calls)),
             None => Err(format!(
                 "no call count in its output: {}",
@@ -137,6 +145,8 @@ impl Mechanism {
 enum Variant {
     None,
     Empty,
+    /// The timing floor: per-task start time + one histogram bucket (`empty_probe --timed`).
+    Floor,
     Hotprof,
     Bpftrace,
     /// Another hotprof build (`--baseline-hotprof`), e.g. before an optimization.
@@ -148,6 +158,7 @@ fn variants(baseline: bool) -> Vec<Variant> {
     let mut variants = vec![
         Variant::None,
         Variant::Empty,
+        Variant::Floor,
         Variant::Hotprof,
         Variant::Bpftrace,
     ];
@@ -162,6 +173,7 @@ impl Variant {
         match self {
             Variant::None => "none",
             Variant::Empty => "empty",
+            Variant::Floor => "floor",
             Variant::Hotprof => "hotprof",
             Variant::Bpftrace => "bpftrace",
             Variant::HotprofBaseline => "hotprof-baseline",
@@ -286,6 +298,7 @@ fn render(mechanism: &Mechanism, rounds: u32, samples: &Samples, variants: &[Var
         let name = match variant {
             Variant::None => "no probe".to_owned(),
             Variant::Empty => mechanism.empty_name.to_owned(),
+            Variant::Floor => "timing floor (start[tid] + 1 bucket, same mechanism)".to_owned(),
             Variant::Hotprof => format!("hotprof {}", mechanism.hotprof_args),
             Variant::Bpftrace => "bpftrace (@start[tid] + hist())".to_owned(),
             Variant::HotprofBaseline => {
@@ -313,9 +326,13 @@ fn render(mechanism: &Mechanism, rounds: u32, samples: &Samples, variants: &[Var
         let _ = writeln!(out, "| {name} | {ns} | {overhead} | {failed} |");
     }
     let median = |variant| Spread::of(&overheads(variant)).map(|s| s.median);
-    let hotprof = median(Variant::Hotprof);
-    let ratio = |other: Option<f64>, goal: Option<f64>, what: &str| -> String {
-        match (hotprof, other) {
+    let ratio_of = |of: Variant, other: Option<f64>, goal: Option<f64>, what: &str| -> String {
+        let who = if of == Variant::Hotprof {
+            "hotprof"
+        } else {
+            "timing floor"
+        };
+        match (median(of), other) {
             (Some(h), Some(o)) if o > 0.0 => {
                 let value = h / o;
                 let verdict = goal.map_or(String::new(), |goal| {
@@ -324,11 +341,12 @@ fn render(mechanism: &Mechanism, rounds: u32, samples: &Samples, variants: &[Var
                         if value <= goal { "met" } else { "not met" }
                     )
                 });
-                format!("- hotprof / {what}: **{value:.2}×**{verdict}\n")
+                format!("- {who} / {what}: **{value:.2}×**{verdict}\n")
             }
-            _ => format!("- hotprof / {what}: not measured\n"),
+            _ => format!("- {who} / {what}: not measured\n"),
         }
     };
+    let ratio = |other, goal, what: &str| ratio_of(Variant::Hotprof, other, goal, what);
     out.push('\n');
     out.push_str(&ratio(
         median(Variant::Empty),
@@ -336,6 +354,15 @@ fn render(mechanism: &Mechanism, rounds: u32, samples: &Samples, variants: &[Var
         mechanism.empty_name,
     ));
     out.push_str(&ratio(median(Variant::Bpftrace), Some(0.5), "bpftrace"));
+    out.push_str(&ratio(median(Variant::Floor), None, "timing floor"));
+    // What any tool that times each call pays over the empty pair: if this alone exceeds the
+    // goal, the goal cannot hold for hotprof on this machine either.
+    out.push_str(&ratio_of(
+        Variant::Floor,
+        median(Variant::Empty),
+        mechanism.goal_vs_empty,
+        mechanism.empty_name,
+    ));
     if variants.contains(&Variant::HotprofBaseline) {
         out.push_str(&ratio(
             median(Variant::HotprofBaseline),
