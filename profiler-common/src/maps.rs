@@ -96,6 +96,43 @@ pub struct FuncStats {
     pub outer_sum_ns: u64,
 }
 
+/// One finished call of a probed function, as its return probe sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Call {
+    pub duration: u64,
+    /// Duration minus the time of probed frames nested inside.
+    pub self_time: u64,
+    /// Time switched out inside the call (`--off-cpu`; else 0).
+    pub off_cpu: u64,
+    /// No frame of the same function encloses it.
+    pub outermost: bool,
+}
+
+impl FuncStats {
+    /// Adds a timed call (the caller counts calls below `--min-latency` in `below_min`
+    /// instead). The one definition of the per-call update: the eBPF return path runs it on
+    /// its per-CPU slot, the host's property tests against a model of all calls.
+    #[inline(always)]
+    pub fn add(&mut self, call: &Call) {
+        let duration = call.duration;
+        if self.count == 0 || duration < self.min_ns {
+            self.min_ns = duration;
+        }
+        if duration > self.max_ns {
+            self.max_ns = duration;
+        }
+        self.count += 1;
+        self.sum_ns += duration;
+        crate::histogram::add_square(&mut self.sum_sq_lo, &mut self.sum_sq_hi, duration);
+        self.on_cpu_sum_ns += duration.saturating_sub(call.off_cpu);
+        self.self_sum_ns += call.self_time;
+        if call.outermost {
+            self.outer_count += 1;
+            self.outer_sum_ns += duration;
+        }
+    }
+}
+
 /// Indices into the per-CPU `COUNTERS` array: everything the probes lose or skip is counted.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

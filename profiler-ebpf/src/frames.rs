@@ -11,8 +11,8 @@ use aya_ebpf::{
     programs::tracing::StackIdContext,
 };
 use profiler_common::{
-    Counter, FuncStats, MAX_DEPTH, NUM_BUCKETS, NUM_COUNTERS, StackKey, StackTotals, TaskFrames,
-    bucket_index, histogram::add_square,
+    Call, Counter, Frame, FuncStats, MAX_DEPTH, NUM_BUCKETS, NUM_COUNTERS, StackKey, StackTotals,
+    TaskFrames, bucket_index,
 };
 
 // Run configuration, written by userspace into .rodata before load.
@@ -277,18 +277,23 @@ pub(crate) fn leave(which: ReturnOf) {
     // SAFETY: see `enter`.
     let task = unsafe { &mut *task };
     let depth = task.depth as usize;
-    // A fixed-trip scan with no early exit: LLVM unrolls it, and older verifiers (6.1, 6.12)
-    // reject the data-dependent loop a `break` turns it into. Ascending, so the last match
-    // is the innermost frame.
+    let matches = |frame: &Frame| match which {
+        ReturnOf::Func(func) => frame.func == func,
+        ReturnOf::EntrySp(sp) => frame.entry_sp == sp,
+    };
+    // Nearly every return is of the innermost open frame: check it first.
+    let innermost = depth.wrapping_sub(1) & (MAX_DEPTH - 1);
     let mut found = MAX_DEPTH;
-    for index in 0..MAX_DEPTH {
-        let frame = &task.frames[index];
-        let matches = match which {
-            ReturnOf::Func(func) => frame.func == func,
-            ReturnOf::EntrySp(sp) => frame.entry_sp == sp,
-        };
-        if index < depth && matches {
-            found = index;
+    if depth > 0 && depth <= MAX_DEPTH && matches(&task.frames[innermost]) {
+        found = innermost;
+    } else {
+        // A fixed-trip scan with no early exit: LLVM unrolls it, and older verifiers (6.1,
+        // 6.12) reject the data-dependent loop a `break` turns it into. Ascending, so the
+        // last match is the innermost frame.
+        for index in 0..MAX_DEPTH {
+            if index < depth && matches(&task.frames[index]) {
+                found = index;
+            }
         }
     }
     if found >= MAX_DEPTH {
@@ -350,50 +355,26 @@ fn add_to_stack(key: &StackKey, duration: u64) {
     }
 }
 
-/// One finished call, as [`record`] aggregates it.
-struct Call {
-    duration: u64,
-    self_time: u64,
-    off_cpu: u64,
-    /// No frame of the same function encloses it.
-    outermost: bool,
-}
-
 /// Adds a finished call to its function's aggregates; false when it was not recorded
 /// (below `--min-latency` or no slot).
 fn record(func: u32, call: &Call) -> bool {
-    let duration = call.duration;
     let Some(stats) = STATS.get_ptr_mut(func) else {
         count(Counter::SlotMissing, 1);
         return false;
     };
     // SAFETY: per-CPU slot, written only from this CPU with preemption disabled.
     let stats = unsafe { &mut *stats };
-    if duration < config(&MIN_LATENCY_NS) {
+    if call.duration < config(&MIN_LATENCY_NS) {
         stats.below_min += 1;
         return false;
     }
-    let bucket = func * NUM_BUCKETS + bucket_index(duration);
+    let bucket = func * NUM_BUCKETS + bucket_index(call.duration);
     let Some(slot) = HIST.get_ptr_mut(bucket) else {
         count(Counter::SlotMissing, 1);
         return false;
     };
     unsafe { *slot += 1 };
-    if stats.count == 0 || duration < stats.min_ns {
-        stats.min_ns = duration;
-    }
-    if duration > stats.max_ns {
-        stats.max_ns = duration;
-    }
-    stats.count += 1;
-    stats.sum_ns += duration;
-    add_square(&mut stats.sum_sq_lo, &mut stats.sum_sq_hi, duration);
-    stats.on_cpu_sum_ns += duration.saturating_sub(call.off_cpu);
-    stats.self_sum_ns += call.self_time;
-    if call.outermost {
-        stats.outer_count += 1;
-        stats.outer_sum_ns += duration;
-    }
+    stats.add(call);
     true
 }
 

@@ -5,7 +5,9 @@
 //! its duration to per-CPU, per-function aggregates. Nothing is sent to userspace per event.
 //!
 //! Modes and their minimum kernels:
-//! - kprobe/kretprobe (`kprobe_entry`, `kretprobe_exit`): 5.15 (`bpf_get_func_ip`).
+//! - kprobe/kretprobe (`kprobe_N`, one per function slot for the first 64 functions;
+//!   `kprobe_entry` shared by the rest, which looks up the function by address; one
+//!   `kretprobe_exit`): 5.15 (`bpf_get_func_ip`).
 //! - fentry/fexit (`fentry_N`/`fexit_N`, one pair per function slot): 5.5, BTF required.
 //! - syscall tracepoints (`sys_enter`/`sys_exit`): 4.7.
 //! - perf_event on-CPU sampling (`on_cpu_sample`, `hotprof sample`): 4.9.

@@ -9,7 +9,7 @@ use profiler::collect::merge_stats;
 use profiler::model::Histogram;
 use profiler_common::histogram::add_square;
 use profiler_common::{
-    FuncStats, NUM_BUCKETS, bucket_index, bucket_lower_bound, bucket_upper_bound,
+    Call, FuncStats, NUM_BUCKETS, bucket_index, bucket_lower_bound, bucket_upper_bound,
 };
 use proptest::prelude::*;
 
@@ -307,15 +307,6 @@ proptest! {
 // profiler::collect::merge_stats: per-CPU aggregates
 // ---------------------------------------------------------------------------------------------
 
-/// One finished call as the eBPF `record` sees it.
-#[derive(Clone, Debug)]
-struct Call {
-    duration: u64,
-    self_time: u64,
-    off_cpu: u64,
-    outermost: bool,
-}
-
 fn call() -> impl Strategy<Value = Call> {
     (
         latency(),
@@ -331,33 +322,19 @@ fn call() -> impl Strategy<Value = Call> {
         })
 }
 
-/// What the eBPF side (`profiler-ebpf/src/frames.rs`, `record`) accumulates on one CPU.
-/// `fresh_min` is the slot's `min_ns` before the first call: 0 (a zeroed map) or `u64::MAX`.
+/// What the eBPF side (`profiler-ebpf/src/frames.rs`, `record`) accumulates on one CPU, with
+/// the same `FuncStats::add`. `fresh_min` is the slot's `min_ns` before the first call: 0 (a
+/// zeroed map) or `u64::MAX`.
 fn cpu_stats(calls: &[Call], min_latency: u64, fresh_min: u64) -> FuncStats {
     let mut stats = FuncStats {
         min_ns: fresh_min,
         ..Default::default()
     };
     for call in calls {
-        let duration = call.duration;
-        if duration < min_latency {
+        if call.duration < min_latency {
             stats.below_min += 1;
-            continue;
-        }
-        if stats.count == 0 || duration < stats.min_ns {
-            stats.min_ns = duration;
-        }
-        if duration > stats.max_ns {
-            stats.max_ns = duration;
-        }
-        stats.count += 1;
-        stats.sum_ns += duration;
-        add_square(&mut stats.sum_sq_lo, &mut stats.sum_sq_hi, duration);
-        stats.on_cpu_sum_ns += duration.saturating_sub(call.off_cpu);
-        stats.self_sum_ns += call.self_time;
-        if call.outermost {
-            stats.outer_count += 1;
-            stats.outer_sum_ns += duration;
+        } else {
+            stats.add(call);
         }
     }
     stats
