@@ -12,7 +12,7 @@ use crate::model::{Recording, load_recording};
 pub struct CompareArgs {
     /// The base recording (`--json` output; with `--runs N` it holds N runs). Several files,
     /// comma-separated, are more runs of the same side: recordings taken interleaved
-    /// (base, new, base, new, …) so that drift of the machine hits both sides alike.
+    /// (base, new, base, new, ...) so that drift of the machine hits both sides alike.
     #[arg(value_name = "BASE[,BASE...]", value_parser = parse_file_list)]
     pub base: FileList,
     /// The patched recording(s); several files (comma-separated or as more arguments) are
