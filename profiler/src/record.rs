@@ -24,8 +24,7 @@ pub(crate) struct Probed {
 }
 
 /// The probes of one invocation, loaded and attached: what `hotprof` (record) and
-/// `hotprof serve` share. Dropping `links` and `ebpf` detaches and unloads everything
-/// ([`Attached::detach`]).
+/// `hotprof serve` share. Dropping `links` and `ebpf` detaches and unloads everything.
 pub(crate) struct Attached {
     pub(crate) ebpf: aya::Ebpf,
     /// kprobe mode's links, owned apart from `ebpf` so they close in parallel.

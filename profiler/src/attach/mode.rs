@@ -252,11 +252,7 @@ fn attach_kprobes(
         Ok::<_, AttachError>(())
     };
     for (id, target) in slotted.iter().enumerate() {
-        let name = format!("kprobe_{id}");
-        let entry: &mut KProbe = program(ebpf, &name)?;
-        entry
-            .load()
-            .map_err(|e| AttachError::Internal(format!("loading {name}: {}", one_line(&e))))?;
+        let entry = load_kprobe(ebpf, &format!("kprobe_{id}"))?;
         attach(entry, target, &mut links)?;
         progress.attaching("kprobes", id + 1, targets.len());
     }
@@ -271,23 +267,27 @@ fn attach_kprobes(
                 .insert(target.address, id as u32, 0)
                 .map_err(|e| AttachError::Internal(e.to_string()))?;
         }
-        let entry: &mut KProbe = program(ebpf, "kprobe_entry")?;
-        entry.load().map_err(|e| {
-            AttachError::Internal(format!("loading kprobe_entry: {}", one_line(&e)))
-        })?;
+        let entry = load_kprobe(ebpf, "kprobe_entry")?;
         for (done, target) in shared.iter().enumerate() {
             attach(entry, target, &mut links)?;
             progress.attaching("kprobes", slotted.len() + done + 1, targets.len());
         }
     }
-    let exit: &mut KProbe = program(ebpf, "kretprobe_exit")?;
-    exit.load()
-        .map_err(|e| AttachError::Internal(format!("loading kretprobe_exit: {}", one_line(&e))))?;
+    let exit = load_kprobe(ebpf, "kretprobe_exit")?;
     for (done, target) in targets.iter().enumerate() {
         attach(exit, target, &mut links)?;
         progress.attaching("kretprobes", done + 1, targets.len());
     }
     Ok(links)
+}
+
+/// Loads the kprobe (or kretprobe) program `name` of hotprof's object into the kernel.
+fn load_kprobe<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut KProbe, AttachError> {
+    let program: &mut KProbe = program(ebpf, name)?;
+    program
+        .load()
+        .map_err(|e| AttachError::Internal(format!("loading {name}: {}", one_line(&e))))?;
+    Ok(program)
 }
 
 /// A link just attached, taken out of its program (only fails on an unknown id: a bug).

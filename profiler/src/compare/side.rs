@@ -7,7 +7,7 @@ use super::SideInfo;
 use super::binned::BinnedSample;
 use super::error::CompareError;
 use super::hypothesis::Moments;
-use crate::model::{FunctionRecord, Histogram, Recording};
+use crate::model::{FunctionRecord, Histogram, Recording, distinct_values, mean_probe_overhead};
 
 /// One run: a `runs[]` entry of a `--runs N` recording, or a whole single-run recording.
 pub(super) struct Run<'a> {
@@ -71,26 +71,17 @@ impl<'a> Side<'a> {
 
     pub fn info(&self) -> SideInfo {
         let distinct = |field: fn(&Recording) -> &str| {
-            let mut values: Vec<String> = Vec::new();
-            for recording in self.recordings {
-                if !values.iter().any(|v| v == field(recording)) {
-                    values.push(field(recording).to_string());
-                }
-            }
-            values
+            distinct_values(self.recordings, field)
+                .into_iter()
+                .map(String::from)
+                .collect()
         };
-        let overheads: Vec<f64> = self
-            .recordings
-            .iter()
-            .filter_map(|r| r.probe_overhead_ns)
-            .collect();
         SideInfo {
             files: self.recordings.len(),
             runs: self.runs.len(),
             kernels: distinct(|r| &r.kernel),
             modes: distinct(|r| &r.mode),
-            probe_overhead_ns: (!overheads.is_empty())
-                .then(|| overheads.iter().sum::<f64>() / overheads.len() as f64),
+            probe_overhead_ns: mean_probe_overhead(self.recordings),
             dropped_calls: self
                 .recordings
                 .iter()

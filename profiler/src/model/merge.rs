@@ -60,6 +60,26 @@ impl Losses {
     }
 }
 
+/// The distinct values of `field` over `recordings`, in first-seen order.
+pub fn distinct_values(recordings: &[Recording], field: fn(&Recording) -> &str) -> Vec<&str> {
+    let mut values: Vec<&str> = Vec::new();
+    for recording in recordings {
+        if !values.contains(&field(recording)) {
+            values.push(field(recording));
+        }
+    }
+    values
+}
+
+/// The mean of the recordings' calibrated probe overheads; `None` if none was calibrated.
+pub fn mean_probe_overhead(recordings: &[Recording]) -> Option<f64> {
+    let overheads: Vec<f64> = recordings
+        .iter()
+        .filter_map(|r| r.probe_overhead_ns)
+        .collect();
+    (!overheads.is_empty()).then(|| overheads.iter().sum::<f64>() / overheads.len() as f64)
+}
+
 impl Recording {
     /// One recording holding every run of `recordings` (a file without `--runs` counts as one
     /// run); functions are matched by name, in first-seen order. Kernel and mode list every
@@ -103,27 +123,13 @@ impl Recording {
             .collect();
         let mut losses = Losses::default();
         recordings.iter().for_each(|r| losses.add(&r.losses));
-        let overheads: Vec<f64> = recordings
-            .iter()
-            .filter_map(|r| r.probe_overhead_ns)
-            .collect();
-        let distinct = |field: fn(&Recording) -> &str| {
-            let mut values: Vec<&str> = Vec::new();
-            for recording in recordings {
-                if !values.contains(&field(recording)) {
-                    values.push(field(recording));
-                }
-            }
-            values.join(", ")
-        };
         Some(Recording {
-            kernel: distinct(|r| &r.kernel),
-            mode: distinct(|r| &r.mode),
+            kernel: distinct_values(recordings, |r| &r.kernel).join(", "),
+            mode: distinct_values(recordings, |r| &r.mode).join(", "),
             duration_ns: recordings.iter().map(|r| r.duration_ns).sum(),
             functions,
             losses,
-            probe_overhead_ns: (!overheads.is_empty())
-                .then(|| overheads.iter().sum::<f64>() / overheads.len() as f64),
+            probe_overhead_ns: mean_probe_overhead(recordings),
             runs,
             intervals: Vec::new(),
             ..first.clone()

@@ -5,6 +5,7 @@ mod merge;
 mod recording;
 
 pub use histogram::Histogram;
+pub use merge::{distinct_values, mean_probe_overhead};
 pub use recording::{
     FunctionRecord, IntervalFunction, IntervalRecord, LoadError, Losses, Recording, RunRecord,
     SCHEMA_VERSION, load_recording, parse_recording,
