@@ -36,39 +36,19 @@ pub struct Frame {
     pub _pad: u32,
 }
 
-/// Per-task state: a stack of open frames, so nested and recursive calls are each timed
-/// from their own entry (a per-tid slot would be overwritten by the inner call).
+/// Per-task state, in task-local storage (created zero-filled): a stack of open frames, so
+/// nested and recursive calls are each timed from their own entry (one start time per task
+/// would be overwritten by the inner call). Only the eBPF side reads it.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct TaskFrames {
     pub depth: u32,
-    /// The thread group the task belonged to when it passed the filters: a later call by the
-    /// same tid *and* tgid skips the process-level filter lookups.
-    pub tgid: u32,
+    pub _pad: u32,
     /// Total time this task spent switched out while it had open frames (`--off-cpu`).
     pub off_cpu_ns: u64,
     /// When the task was last switched out with open frames, or 0.
     pub switched_out_ns: u64,
     pub frames: [Frame; MAX_DEPTH],
-}
-
-impl TaskFrames {
-    pub const EMPTY: Self = Self {
-        depth: 0,
-        tgid: 0,
-        off_cpu_ns: 0,
-        switched_out_ns: 0,
-        frames: [Frame {
-            entry_ns: 0,
-            entry_sp: 0,
-            off_cpu_at_entry: 0,
-            child_ns: 0,
-            func: 0,
-            kernel_stack: -1,
-            user_stack: -1,
-            _pad: 0,
-        }; MAX_DEPTH],
-    };
 }
 
 /// Per-function aggregate, one per CPU (a `PERCPU_ARRAY` indexed by function id).
@@ -139,7 +119,8 @@ impl FuncStats {
 pub enum Counter {
     /// An entry found `MAX_DEPTH` frames already open on its task.
     DepthExceeded = 0,
-    /// The per-task frame map was full; the entry could not be recorded.
+    /// The kernel could not create the task's frame stack (task storage: out of memory, or
+    /// refused a nested use); the entry could not be recorded.
     TaskMapFull = 1,
     /// A return with no matching open frame (call was in flight when hotprof attached).
     UnmatchedReturn = 2,
@@ -155,10 +136,15 @@ pub enum Counter {
     /// Children of a traced process that could not be added to the traced process tree
     /// (`TGIDS` full): their calls are not timed.
     ProcessTreeFull = 7,
+    /// Frames open now: +1 per entry, -1 per close or orphan (per-CPU parts, wrapping; only
+    /// their sum means anything). What is in flight when a run stops.
+    OpenFrames = 8,
+    /// Tasks that have a frame stack now: +1 at creation, -1 at exit (wrapping sum, as above).
+    LiveTasks = 9,
 }
 
 /// Number of [`Counter`] slots.
-pub const NUM_COUNTERS: u32 = 8;
+pub const NUM_COUNTERS: u32 = 10;
 
 /// Key of the per-stack latency aggregate (`--stacks`).
 #[repr(C)]
@@ -182,13 +168,11 @@ pub struct StackTotals {
 
 /// Names of the maps and programs, shared so userspace never spells them differently.
 pub mod names {
-    pub const TASKS: &str = "TASKS";
     pub const STATS: &str = "STATS";
     pub const HIST: &str = "HIST";
     pub const COUNTERS: &str = "COUNTERS";
     pub const FUNC_IPS: &str = "FUNC_IPS";
     pub const TGIDS: &str = "TGIDS";
-    pub const SCRATCH: &str = "SCRATCH";
     pub const STACKS: &str = "STACKS";
     pub const STACK_TOTALS: &str = "STACK_TOTALS";
     pub const SAMPLES: &str = "SAMPLES";
@@ -197,8 +181,6 @@ pub mod names {
 #[cfg(feature = "user")]
 mod pod {
     // SAFETY: all are repr(C), Copy, with explicit padding and no pointers.
-    unsafe impl aya::Pod for super::Frame {}
-    unsafe impl aya::Pod for super::TaskFrames {}
     unsafe impl aya::Pod for super::FuncStats {}
     unsafe impl aya::Pod for super::StackKey {}
     unsafe impl aya::Pod for super::StackTotals {}

@@ -3,21 +3,23 @@
 //!
 //! - *Empty* pairs return at once: what each mechanism costs before any work is done.
 //! - *Timing floor* pairs do the least any per-call latency histogram must: a start time kept
-//!   per task (one hash lookup at entry, one at return), two clock reads and one histogram
-//!   bucket, with no filter, no nesting, no per-function aggregates. What hotprof (or bpftrace)
+//!   per task (in task-local storage: one lookup at entry, one at return, no hash), two clock
+//!   reads and one histogram bucket, with no filter, no nesting, no per-function aggregates. What hotprof (or bpftrace)
 //!   costs above the floor is its own; what the floor costs above the empty pair, every tool
 //!   that times each call pays.
 //!
-//! Minimum kernels as for the real programs: kprobe 4.1 (kretprobe too), fentry/fexit 5.5
-//! with BTF, syscall tracepoints 4.7.
+//! Minimum kernels: the empty pairs as their mechanism (kprobe 4.1, fentry/fexit 5.5 with
+//! BTF, syscall tracepoints 4.7); the floor pairs 5.11 with BTF (task storage).
 
 use aya_ebpf::{
-    helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
-    macros::{fentry, fexit, kprobe, kretprobe, map, tracepoint},
-    maps::{HashMap, PerCpuArray},
+    helpers::bpf_ktime_get_ns,
+    macros::{btf_map, fentry, fexit, kprobe, kretprobe, map, tracepoint},
+    maps::PerCpuArray,
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext, TracePointContext},
 };
 use profiler_common::{NUM_BUCKETS, bucket_index};
+
+use crate::task_storage::TaskStorage;
 
 #[kprobe]
 pub fn empty_kprobe(_ctx: ProbeContext) -> u32 {
@@ -49,25 +51,21 @@ pub fn empty_sys_exit(_ctx: TracePointContext) -> u32 {
     0
 }
 
-/// Start time of the open call per thread id; 0 when none is open. Entries stay between
-/// calls (as hotprof's do), so a call costs a lookup, not an insert and a delete.
-#[map]
-static FLOOR_START: HashMap<u32, u64> = HashMap::with_max_entries(16384, 0);
+/// Start time of the task's open call; 0 when none is open. Task-local storage, as hotprof's
+/// frame stacks: the cheapest per-task store there is (no hash; created once per task).
+#[btf_map]
+static FLOOR_START: TaskStorage<u64> = TaskStorage::new();
 /// The timing floor's histogram (hotprof's bucket layout); userspace sums it for the count.
 #[map]
 static FLOOR_HIST: PerCpuArray<u64> = PerCpuArray::with_max_entries(NUM_BUCKETS, 0);
 
 #[inline(always)]
 fn floor_enter() {
-    let tid = bpf_get_current_pid_tgid() as u32;
     // SAFETY: plain helper call.
     let now = unsafe { bpf_ktime_get_ns() };
-    match FLOOR_START.get_ptr_mut(tid) {
-        // SAFETY: the current thread's own entry; only its probes write it.
-        Some(start) => unsafe { *start = now },
-        None => {
-            let _ = FLOOR_START.insert(tid, now, 0);
-        }
+    if let Some(start) = FLOOR_START.current_or_create() {
+        // SAFETY: the current task's own storage; only its probes write it.
+        unsafe { *start = now };
     }
 }
 
@@ -75,8 +73,7 @@ fn floor_enter() {
 fn floor_leave() {
     // SAFETY: plain helper call.
     let now = unsafe { bpf_ktime_get_ns() };
-    let tid = bpf_get_current_pid_tgid() as u32;
-    let Some(start) = FLOOR_START.get_ptr_mut(tid) else {
+    let Some(start) = FLOOR_START.current() else {
         return;
     };
     // SAFETY: as in `floor_enter`.

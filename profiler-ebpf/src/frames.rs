@@ -1,12 +1,12 @@
 //! The per-task frame stack and the per-function aggregates: the core every probe shares.
 
 use aya_ebpf::{
-    bindings::{BPF_ANY, BPF_F_USER_STACK},
+    bindings::BPF_F_USER_STACK,
     helpers::{
         bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid,
         bpf_get_smp_processor_id, bpf_ktime_get_ns,
     },
-    macros::map,
+    macros::{btf_map, map},
     maps::{HashMap, PerCpuArray, PerCpuHashMap, StackTrace},
     programs::tracing::StackIdContext,
 };
@@ -14,6 +14,8 @@ use profiler_common::{
     Call, Counter, FuncStats, MAX_DEPTH, NUM_BUCKETS, NUM_COUNTERS, StackKey, StackTotals,
     TaskFrames, bucket_index,
 };
+
+use crate::task_storage::{TaskStorage, task_struct};
 
 // Run configuration, written by userspace into .rodata before load.
 /// 1: only tasks whose tgid is in `TGIDS` (a workload's process tree or `--pid`).
@@ -52,13 +54,10 @@ pub(crate) static STACKS: StackTrace = StackTrace::with_max_entries(1, 0);
 #[map]
 static STACK_TOTALS: PerCpuHashMap<StackKey, StackTotals> = PerCpuHashMap::with_max_entries(1, 0);
 
-/// Frame stacks per task (thread id), kept from the task's first probed call until it exits
-/// ([`on_exit`]), so a call costs one lookup at entry and one at return.
-#[map]
-pub(crate) static TASKS: HashMap<u32, TaskFrames> = HashMap::with_max_entries(16384, 0);
-/// Zero-filled template for inserting a new task (too large for the 512-byte BPF stack).
-#[map]
-static SCRATCH: PerCpuArray<TaskFrames> = PerCpuArray::with_max_entries(1, 0);
+/// Frame stacks per task, in the task itself (task-local storage): found without a hash,
+/// created at the task's first probed call, freed by the kernel with the task.
+#[btf_map]
+pub(crate) static TASK_FRAMES: TaskStorage<TaskFrames> = TaskStorage::new();
 /// Per-function aggregates; resized by userspace to the number of functions.
 #[map]
 static STATS: PerCpuArray<FuncStats> = PerCpuArray::with_max_entries(1, 0);
@@ -136,46 +135,31 @@ fn wanted_now() -> bool {
 }
 
 /// Records the entry of function `func` on the current task. The hot path (a task that made a
-/// probed call before) is one hash lookup; a task's first call also checks the process-level
-/// filters and inserts its frame stack.
+/// probed call before) is one task-storage lookup; a task's first call also checks the
+/// process-level filters and creates its frame stack.
 #[inline(always)]
 pub(crate) fn enter<C: StackIdContext>(ctx: &C, func: u32, entry_sp: u64) {
-    let pid_tgid = bpf_get_current_pid_tgid();
-    let tid = pid_tgid as u32;
-    let tgid = (pid_tgid >> 32) as u32;
-    let task = match TASKS.get_ptr_mut(tid) {
-        // SAFETY: reads the current task's own entry (see below).
-        Some(task) if unsafe { (*task).tgid } == tgid => {
+    let task = match TASK_FRAMES.current() {
+        Some(task) => {
             if !wanted_now() {
                 return;
             }
             task
         }
-        // New task, or a dead task's entry left with open frames under a reused tid.
-        stale => {
-            if !wanted(pid_tgid) {
+        None => {
+            if !wanted(bpf_get_current_pid_tgid()) {
                 return;
             }
-            if let Some(stale) = stale {
-                // The dead task's open frames will never close: counted, then replaced.
-                // SAFETY: as below.
-                count(
-                    Counter::OrphanedFrames,
-                    u64::from(unsafe { (*stale).depth }),
-                );
-            }
-            match insert_task(tid) {
-                Some(task) => {
-                    // SAFETY: as below.
-                    unsafe { (*task).tgid = tgid };
-                    task
-                }
-                None => return,
-            }
+            let Some(task) = TASK_FRAMES.current_or_create() else {
+                count(Counter::TaskMapFull, 1);
+                return;
+            };
+            count(Counter::LiveTasks, 1);
+            task
         }
     };
-    // SAFETY: `task` points into the map value of the current task; only this task's probes
-    // touch it, and a task runs on one CPU at a time.
+    // SAFETY: `task` is the current task's own storage; only this task's probes (and the
+    // scheduler's switch hooks, while it is not running) touch it.
     let task = unsafe { &mut *task };
     let depth = task.depth as usize;
     if depth >= MAX_DEPTH {
@@ -191,33 +175,9 @@ pub(crate) fn enter<C: StackIdContext>(ctx: &C, func: u32, entry_sp: u64) {
     frame.kernel_stack = kernel_stack;
     frame.user_stack = user_stack;
     task.depth = depth as u32 + 1;
+    count(Counter::OpenFrames, 1);
     // Last, so the bookkeeping above is not part of the measured time.
     frame.entry_ns = unsafe { bpf_ktime_get_ns() };
-}
-
-/// A fresh, empty frame stack for `tid` (replacing a dead task's leftover entry), or None
-/// (counted) when the map is full.
-#[inline(always)]
-fn insert_task(tid: u32) -> Option<*mut TaskFrames> {
-    let Some(empty) = SCRATCH.get_ptr(0) else {
-        count(Counter::SlotMissing, 1);
-        return None;
-    };
-    // SAFETY: SCRATCH is never written, so it holds zeroes.
-    // By reference: the value is too large to copy onto the 512-byte BPF stack.
-    #[allow(clippy::needless_borrows_for_generic_args)]
-    if TASKS
-        .insert(tid, unsafe { &*empty }, BPF_ANY as u64)
-        .is_err()
-    {
-        count(Counter::TaskMapFull, 1);
-        return None;
-    }
-    let task = TASKS.get_ptr_mut(tid);
-    if task.is_none() {
-        count(Counter::TaskMapFull, 1);
-    }
-    task
 }
 
 /// Stack ids for the current call, per `CAPTURE_STACKS`; -1 where not captured.
@@ -265,11 +225,9 @@ pub(crate) enum ReturnOf {
 #[inline(always)]
 pub(crate) fn leave(which: ReturnOf) {
     let now = unsafe { bpf_ktime_get_ns() };
-    let pid_tgid = bpf_get_current_pid_tgid();
-    let tid = pid_tgid as u32;
-    let Some(task) = TASKS.get_ptr_mut(tid) else {
+    let Some(task) = TASK_FRAMES.current() else {
         // Filtered-out tasks never have frames; only a wanted task's return is "unmatched".
-        if wanted(pid_tgid) {
+        if wanted(bpf_get_current_pid_tgid()) {
             count(Counter::UnmatchedReturn, 1);
         }
         return;
@@ -299,6 +257,8 @@ pub(crate) fn leave(which: ReturnOf) {
     if orphans > 0 {
         count(Counter::OrphanedFrames, orphans as u64);
     }
+    // The open-frame count is a per-CPU sum of +1s and -ns; a frame can close on another CPU.
+    count(Counter::OpenFrames, (orphans as u64 + 1).wrapping_neg());
     let frame = task.frames[found];
     task.depth = found as u32;
     let duration = now.saturating_sub(frame.entry_ns);
@@ -311,8 +271,6 @@ pub(crate) fn leave(which: ReturnOf) {
             recursive |= index < found && task.frames[index].func == frame.func;
         }
     }
-    // The entry stays at depth 0: the task's next call then costs one lookup instead of an
-    // insert of the whole frame stack plus a delete. `sched_process_exit` removes it.
     let call = Call {
         duration,
         self_time: duration.saturating_sub(frame.child_ns),
@@ -322,7 +280,7 @@ pub(crate) fn leave(which: ReturnOf) {
     if record(frame.func, &call) && config(&CAPTURE_STACKS) != 0 {
         let key = StackKey {
             func: frame.func,
-            tgid: (pid_tgid >> 32) as u32,
+            tgid: (bpf_get_current_pid_tgid() >> 32) as u32,
             kernel_stack: frame.kernel_stack,
             user_stack: frame.user_stack,
         };
@@ -374,20 +332,22 @@ fn record(func: u32, call: &Call) -> bool {
 }
 
 /// `sched_switch` bookkeeping for `--off-cpu`: time a task with open frames spends switched
-/// out is added to its `off_cpu_ns`.
+/// out is added to its `off_cpu_ns`. `prev` and `next` are the switch's tasks (trusted BTF
+/// pointers from the `tp_btf` hook).
 #[inline(always)]
-pub(crate) fn on_switch(prev_tid: u32, next_tid: u32) {
+pub(crate) fn on_switch(prev: *mut task_struct, next: *mut task_struct) {
     let now = unsafe { bpf_ktime_get_ns() };
-    if let Some(prev) = TASKS.get_ptr_mut(prev_tid) {
-        // SAFETY: see `enter`; the scheduler serialises switch-out and switch-in of a task.
-        // Only inside open frames: entries stay between calls now.
+    if let Some(prev) = TASK_FRAMES.of(prev) {
+        // SAFETY: the scheduler serialises switch-out and switch-in of a task, and a task's
+        // probes do not run while it is being switched. Only inside open frames.
         unsafe {
             if (*prev).depth > 0 {
                 (*prev).switched_out_ns = now;
             }
         }
     }
-    if let Some(next) = TASKS.get_ptr_mut(next_tid) {
+    if let Some(next) = TASK_FRAMES.of(next) {
+        // SAFETY: as above.
         let next = unsafe { &mut *next };
         if next.switched_out_ns != 0 {
             next.off_cpu_ns += now.saturating_sub(next.switched_out_ns);
@@ -396,14 +356,18 @@ pub(crate) fn on_switch(prev_tid: u32, next_tid: u32) {
     }
 }
 
-/// `sched_process_exit` (per thread): drops the task's frame stack when no frame is open. One
-/// with open frames is left for userspace, which counts them as returns never seen.
+/// `sched_process_exit` (per thread): the exiting task's open frames will never close. They
+/// are counted as orphaned here; the kernel frees the storage itself.
 #[inline(always)]
-pub(crate) fn on_exit(tid: u32) {
-    if let Some(task) = TASKS.get_ptr(tid) {
-        // SAFETY: the exiting task's own entry; only this task's probes write it.
-        if unsafe { (*task).depth } == 0 {
-            let _ = TASKS.remove(tid);
-        }
+pub(crate) fn on_exit() {
+    let Some(task) = TASK_FRAMES.current() else {
+        return;
+    };
+    // SAFETY: the exiting task's own storage.
+    let depth = u64::from(unsafe { (*task).depth });
+    if depth > 0 {
+        count(Counter::OrphanedFrames, depth);
+        count(Counter::OpenFrames, depth.wrapping_neg());
     }
+    count(Counter::LiveTasks, 1u64.wrapping_neg());
 }

@@ -4,9 +4,12 @@
 use aya_ebpf::{
     EbpfContext,
     helpers::{bpf_get_current_pid_tgid, generated::bpf_get_func_ip},
-    macros::{fentry, fexit, kprobe, kretprobe, map, tracepoint},
+    macros::{btf_tracepoint, fentry, fexit, kprobe, kretprobe, map, tracepoint},
     maps::HashMap,
-    programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext, TracePointContext},
+    programs::{
+        BtfTracePointContext, FEntryContext, FExitContext, ProbeContext, RetProbeContext,
+        TracePointContext,
+    },
 };
 
 use profiler_common::Counter;
@@ -20,12 +23,8 @@ use crate::frames::{ReturnOf, TGIDS, count, enter, leave, on_exit, on_switch};
 #[map]
 static FUNC_IPS: HashMap<u64, u32> = HashMap::with_max_entries(1, 0);
 
-// Tracepoint field offsets, read by userspace from each event's `format` file: the layouts
-// changed across kernels (e.g. `sched_process_fork` comms became `__data_loc` in 6.x).
-#[unsafe(no_mangle)]
-static SWITCH_PREV_PID_OFFSET: u32 = 24;
-#[unsafe(no_mangle)]
-static SWITCH_NEXT_PID_OFFSET: u32 = 56;
+// Tracepoint field offset, read by userspace from the event's `format` file: the layout
+// changed across kernels (`sched_process_fork` comms became `__data_loc` in 6.x).
 #[unsafe(no_mangle)]
 static FORK_CHILD_PID_OFFSET: u32 = 44;
 
@@ -158,23 +157,22 @@ syscall_slots!(
     sys_enter_15 sys_exit_15 15,
 );
 
-/// `sched/sched_switch`, for `--off-cpu`.
-#[tracepoint]
-pub fn sched_switch(ctx: TracePointContext) -> u32 {
-    // SAFETY: bounds-checked reads from the tracepoint record.
-    let prev: Result<i32, _> = unsafe { ctx.read_at(config_u32(&SWITCH_PREV_PID_OFFSET)) };
-    let next: Result<i32, _> = unsafe { ctx.read_at(config_u32(&SWITCH_NEXT_PID_OFFSET)) };
-    if let (Ok(prev), Ok(next)) = (prev, next) {
-        on_switch(prev as u32, next as u32);
-    }
+/// `sched_switch` as a BTF tracepoint, for `--off-cpu`: its arguments are the two tasks
+/// themselves, whose frame stacks live in task storage. Arguments: `preempt, prev, next`
+/// (then `prev_state` since 5.18). Minimum kernel 5.11 (task storage), BTF required.
+#[btf_tracepoint(function = "sched_switch")]
+pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
+    // Argument slots of sched_switch, stable since 4.x.
+    let (prev, next) = (ctx.arg(1), ctx.arg(2));
+    on_switch(prev, next);
     0
 }
 
-/// `sched/sched_process_exit`: fires for every exiting thread; frees its frame stack.
+/// `sched/sched_process_exit`: fires for every exiting thread; counts its open frames.
 /// Minimum kernel 4.7.
 #[tracepoint]
 pub fn sched_process_exit(_ctx: TracePointContext) -> u32 {
-    on_exit(bpf_get_current_pid_tgid() as u32);
+    on_exit();
     0
 }
 

@@ -43,11 +43,10 @@ pub fn measure(mode: AttachedMode, kernel: Option<&KernelFunctions>) -> Result<O
     let baseline_before = best_of_rounds();
     let config = ProbeConfig {
         functions: 1,
-        max_tasks: 64,
         filter_tgids: true,
         ..Default::default()
     };
-    let mut ebpf = attach::load(&config).map_err(|e| attach::one_line(&e))?;
+    let mut ebpf = attach::load(&config).map_err(|e| attach::load_error_line(&e))?;
     let mut links = attach::KprobeLinks::default();
     match mode {
         AttachedMode::Syscall => {

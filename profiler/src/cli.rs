@@ -223,11 +223,6 @@ pub struct ProbeArgs {
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub min_latency: Option<Duration>,
 
-    /// Capacity of the per-task map: live tasks that have made a probed call (a task keeps
-    /// its entry between calls, so a call costs one lookup; it is freed when the task exits).
-    #[arg(long, default_value_t = 16384, value_parser = clap::value_parser!(u32).range(1..=4_194_304))]
-    pub max_tasks: u32,
-
     /// Skip measuring hotprof's own per-call overhead at start-up.
     #[arg(long)]
     pub no_calibrate: bool,

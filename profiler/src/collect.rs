@@ -2,11 +2,10 @@
 
 use aya::{
     Ebpf,
-    maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap, StackTraceMap},
+    maps::{MapData, PerCpuArray, PerCpuHashMap, StackTraceMap},
 };
 use profiler_common::{
-    Counter, FuncStats, NUM_BUCKETS, NUM_COUNTERS, StackKey, StackTotals, TaskFrames, bucket_index,
-    names,
+    Counter, FuncStats, NUM_BUCKETS, NUM_COUNTERS, StackKey, StackTotals, bucket_index, names,
 };
 
 use crate::model::{Histogram, Losses};
@@ -33,12 +32,9 @@ pub struct FunctionTotals {
 pub struct Snapshot {
     pub functions: Vec<FunctionTotals>,
     pub counters: [u64; NUM_COUNTERS as usize],
-    /// Frames open right now (calls in flight).
+    /// Frames open right now (calls in flight), from the `OpenFrames` gauge.
     pub open_frames: u64,
-    /// Open frames of tasks that have exited: returns that were never seen.
-    pub dead_task_frames: u64,
-    /// Live entries of the per-task frame map (tasks with a probed call open), counted while
-    /// walking it for the open frames above, so it costs nothing extra.
+    /// Live tasks that have a frame stack (made a probed call), from the `LiveTasks` gauge.
     pub task_entries: u64,
 }
 
@@ -86,8 +82,6 @@ pub fn snapshot(ebpf: &Ebpf, functions: usize) -> anyhow::Result<Snapshot> {
         PerCpuArray::try_from(ebpf.map(names::HIST).context("HIST map missing")?)?;
     let counters_map: PerCpuArray<&MapData, u64> =
         PerCpuArray::try_from(ebpf.map(names::COUNTERS).context("COUNTERS map missing")?)?;
-    let tasks: HashMap<&MapData, u32, TaskFrames> =
-        HashMap::try_from(ebpf.map(names::TASKS).context("TASKS map missing")?)?;
 
     let mut snapshot = Snapshot::default();
     for func in 0..functions as u32 {
@@ -103,23 +97,22 @@ pub fn snapshot(ebpf: &Ebpf, functions: usize) -> anyhow::Result<Snapshot> {
         snapshot.functions.push(totals);
     }
     for (index, slot) in snapshot.counters.iter_mut().enumerate() {
+        // Wrapping: a gauge's per-CPU parts are +1s and -ns that only make sense summed.
         *slot = counters_map
             .get(&(index as u32), 0)
             .context("reading COUNTERS")?
             .iter()
-            .sum();
+            .fold(0, |sum: u64, part| sum.wrapping_add(*part));
     }
-    // An open frame of a task that no longer exists will never close: its return was missed
-    // (kretprobe instances exhausted). Only frames of live tasks are really in flight.
-    for (tid, task) in tasks.iter().filter_map(Result::ok) {
-        snapshot.task_entries += 1;
-        if std::path::Path::new(&format!("/proc/{tid}")).exists() {
-            snapshot.open_frames += u64::from(task.depth);
-        } else {
-            snapshot.dead_task_frames += u64::from(task.depth);
-        }
-    }
+    snapshot.open_frames = gauge(snapshot.counter(Counter::OpenFrames));
+    snapshot.task_entries = gauge(snapshot.counter(Counter::LiveTasks));
     Ok(snapshot)
+}
+
+/// A gauge's wrapped sum as a count. The per-CPU parts are read one after another, so a frame
+/// that opens on one CPU and closes on another between two reads can make it dip below zero.
+fn gauge(sum: u64) -> u64 {
+    if (sum as i64) < 0 { 0 } else { sum }
 }
 
 impl Snapshot {
@@ -133,7 +126,7 @@ impl Snapshot {
             depth_exceeded: self.counter(Counter::DepthExceeded),
             task_map_full: self.counter(Counter::TaskMapFull),
             unmatched_returns: self.counter(Counter::UnmatchedReturn),
-            orphaned_frames: self.counter(Counter::OrphanedFrames) + self.dead_task_frames,
+            orphaned_frames: self.counter(Counter::OrphanedFrames),
             open_at_stop: self.open_frames,
             slot_missing: self.counter(Counter::SlotMissing),
             kernel_missed: 0,
@@ -163,7 +156,6 @@ impl Snapshot {
             functions,
             counters,
             open_frames: self.open_frames,
-            dead_task_frames: self.dead_task_frames,
             task_entries: self.task_entries,
         }
     }

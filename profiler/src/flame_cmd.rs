@@ -42,13 +42,13 @@ pub fn run(args: &FlamegraphArgs) -> anyhow::Result<i32> {
     } else {
         args.folded.display().to_string()
     };
-    let folded = crate::flame::parse_folded(&data).with_context(|| shown.clone())?;
-    drop(data); // the parsed copy is all that is needed from here on
+    // The lines borrow from `data`: the stacks are held once, not copied.
+    let lines = crate::flame::parse_folded_lines(&data).with_context(|| shown.clone())?;
     let title = args
         .title
         .clone()
         .unwrap_or_else(|| format!("hotprof: {shown}"));
-    let svg = crate::flame::render_flamegraph_owned(folded, &title, None, &args.unit)
+    let svg = crate::flame::render_folded_lines(lines, &title, None, &args.unit)
         .with_context(|| shown.clone())?;
     std::fs::write(&args.output, svg)
         .with_context(|| format!("cannot write {}", args.output.display()))?;

@@ -138,7 +138,6 @@ pub(crate) fn attach_probes(args: &RecordArgs, filter: Filters) -> anyhow::Resul
     };
     let config = ProbeConfig {
         functions: probed.len() as u32,
-        max_tasks: args.probe.max_tasks,
         filter_tgids: follow || !args.probe.filter.pids.is_empty(),
         exclude_tgid: Some(std::process::id()),
         tid: args.probe.filter.tid,
@@ -156,8 +155,12 @@ pub(crate) fn attach_probes(args: &RecordArgs, filter: Filters) -> anyhow::Resul
         stack_map_size: args.stack_map_size,
         offsets,
     };
-    let mut ebpf = attach::load(&config)
-        .map_err(|e| anyhow::anyhow!("cannot load the eBPF programs: {}", attach::one_line(&e)))?;
+    let mut ebpf = attach::load(&config).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot load the eBPF programs: {}",
+            attach::load_error_line(&e)
+        )
+    })?;
     let mut links = attach::KprobeLinks::default();
     let mode = if targets.is_empty() {
         attach::attach_syscalls(

@@ -130,7 +130,6 @@ pub async fn collect(args: &SampleArgs) -> anyhow::Result<Samples> {
     };
     let config = ProbeConfig {
         functions: 1,
-        max_tasks: 1,
         filter_tgids: follow || args.pid.is_some(),
         exclude_tgid: Some(std::process::id()),
         sampling: true,
@@ -138,8 +137,12 @@ pub async fn collect(args: &SampleArgs) -> anyhow::Result<Samples> {
         offsets,
         ..Default::default()
     };
-    let mut ebpf = attach::load(&config)
-        .map_err(|e| anyhow::anyhow!("cannot load the eBPF programs: {}", attach::one_line(&e)))?;
+    let mut ebpf = attach::load(&config).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot load the eBPF programs: {}",
+            attach::load_error_line(&e)
+        )
+    })?;
     let program: &mut PerfEvent = ebpf
         .program_mut("on_cpu_sample")
         .context("on_cpu_sample program missing")?

@@ -53,7 +53,10 @@ fn argument_errors_need_no_privileges() {
             "invalid duration",
         ),
         (&["--fn", "vfs_read", "--mode", "bogus"], "bogus"),
-        (&["--fn", "vfs_read", "--max-tasks", "0"], "--max-tasks"),
+        (
+            &["--fn", "vfs_read", "--stack-map-size", "0"],
+            "--stack-map-size",
+        ),
         (&["--fn", "vfs_read", "--bogus-flag"], "--bogus-flag"),
         (&["compare", "a.json,", "b.json"], "empty file name"),
         (

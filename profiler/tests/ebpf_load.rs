@@ -2,14 +2,13 @@
 //! for real (root needed; run by `cargo xtask test`). Attaching needs kprobes, which the
 //! development machines lack, so that part is covered by the VM scenarios.
 
-use aya::programs::{FEntry, FExit, KProbe, TracePoint};
+use aya::programs::{BtfTracePoint, FEntry, FExit, KProbe, TracePoint};
 use profiler::attach::{ProbeConfig, load};
 use profiler_common::{FENTRY_SLOTS, KPROBE_SLOTS, SYSCALL_SLOTS};
 
 fn config() -> ProbeConfig {
     ProbeConfig {
         functions: 4,
-        max_tasks: 64,
         filter_tgids: true,
         ..Default::default()
     }
@@ -31,7 +30,10 @@ fn every_program_passes_the_verifier() {
             .unwrap_or_else(|e| panic!("{name} rejected: {e:?}"));
         loaded.push(name.to_string());
     }
-    let mut tracepoints = vec!["sched_switch".to_string(), "sched_process_fork".to_string()];
+    let mut tracepoints = vec![
+        "sched_process_fork".to_string(),
+        "sched_process_exit".to_string(),
+    ];
     for slot in 0..SYSCALL_SLOTS {
         tracepoints.push(format!("sys_enter_{slot}"));
         tracepoints.push(format!("sys_exit_{slot}"));
@@ -43,9 +45,19 @@ fn every_program_passes_the_verifier() {
             .unwrap_or_else(|e| panic!("{name} rejected: {e:?}"));
         loaded.push(name);
     }
+    let btf = aya::Btf::from_sys_fs().expect("kernel BTF (task storage needs it anyway)");
+    let switch: &mut BtfTracePoint = ebpf
+        .program_mut("sched_switch")
+        .unwrap()
+        .try_into()
+        .unwrap();
+    switch
+        .load("sched_switch", &btf)
+        .unwrap_or_else(|e| panic!("sched_switch rejected: {e:?}"));
+    loaded.push("sched_switch".to_string());
     assert_eq!(
         loaded.len(),
-        4 + KPROBE_SLOTS as usize + 2 * SYSCALL_SLOTS as usize
+        5 + KPROBE_SLOTS as usize + 2 * SYSCALL_SLOTS as usize
     );
 }
 

@@ -57,15 +57,35 @@ fn static_guest_build() -> Command {
 
 /// Builds every guest package in release mode and returns their binaries.
 pub fn build_guest() -> Result<GuestBinaries> {
-    step(
-        "build",
-        &format!("guest binaries ({}), static", GUEST_PACKAGES.join(", ")),
-    );
+    build_guest_with_examples(&[])
+}
+
+/// [`build_guest`], plus these examples (of the guest packages) in the same cargo run: a
+/// second run for an example would rebuild much of the first, as examples bring in the
+/// dev-dependencies and their features. Examples land in `guest_bin_dir()/examples`.
+pub fn build_guest_with_examples(examples: &[&str]) -> Result<GuestBinaries> {
+    let mut what = format!("guest binaries ({})", GUEST_PACKAGES.join(", "));
+    if !examples.is_empty() {
+        what += &format!(" and examples {}", examples.join(", "));
+    }
+    step("build", &format!("{what}, static"));
     let mut build = static_guest_build();
     for package in GUEST_PACKAGES {
         build.args(["-p", package]);
     }
+    if !examples.is_empty() {
+        build.arg("--bins");
+        for example in examples {
+            build.args(["--example", example]);
+        }
+    }
     run(&mut build).context("could not build the guest binaries")?;
+    for example in examples {
+        let path = guest_bin_dir().join("examples").join(example);
+        if !path.is_file() {
+            bail!("cargo built {example} but {} is missing", path.display());
+        }
+    }
     let binaries = guest_binaries()?;
     let missing = binary_names()?
         .into_iter()
@@ -79,23 +99,6 @@ pub fn build_guest() -> Result<GuestBinaries> {
         );
     }
     Ok(binaries)
-}
-
-/// Builds one example of a guest package, statically like the guest binaries (sharing their
-/// target dir and flags, so nothing already built is rebuilt), and returns its path.
-pub fn build_guest_example(package: &str, example: &str) -> Result<PathBuf> {
-    step(
-        "build",
-        &format!("guest example {example} ({package}), static"),
-    );
-    let mut build = static_guest_build();
-    build.args(["-p", package, "--example", example]);
-    run(&mut build).with_context(|| format!("could not build the example {example}"))?;
-    let path = guest_bin_dir().join("examples").join(example);
-    if !path.is_file() {
-        bail!("cargo built {example} but {} is missing", path.display());
-    }
-    Ok(path)
 }
 
 /// The guest binaries already built (for `--no-build`); those not built yet are left out.

@@ -636,15 +636,14 @@ fn load_exact_counts(ctx: &mut Ctx) -> Result<()> {
     Ok(())
 }
 
-/// 600 processes blocked in `do_nanosleep` (10 s each, so most overlap), with room for 200
-/// tasks at once: every entry is
-/// timed or counted as dropped (and the drop is printed), in fentry and in kprobe mode (where
-/// kretprobe instances run out too, and missed returns are counted).
+/// 600 processes blocked in `do_nanosleep` (10 s each, so most overlap): every entry is timed
+/// or counted, in fentry and in kprobe mode. In kprobe mode kretprobe instances run out: the
+/// missed returns are counted when their tasks exit (and printed).
 fn blocked_tasks_accounted(ctx: &mut Ctx) -> Result<()> {
     const SLEEPERS: u64 = 600;
     let script = |mode: &str| {
         format!(
-            "hotprof --fn do_nanosleep --mode {mode} --max-tasks 200 --comm sleep --no-calibrate --json /out/{mode}.json \
+            "hotprof --fn do_nanosleep --mode {mode} --comm sleep --no-calibrate --json /out/{mode}.json \
              -- sh -c 'for i in $(seq 1 {SLEEPERS}); do sleep 10 & done; wait' > /out/{mode}.txt 2>&1; echo {mode}_rc=$?"
         )
     };
@@ -665,17 +664,15 @@ fn blocked_tasks_accounted(ctx: &mut Ctx) -> Result<()> {
             accounted == SLEEPERS,
             "{mode}: timed {count} + dropped {dropped} + returns missed {missed} + open {open} = {accounted}, want {SLEEPERS}"
         );
-        // Forking 600 processes under TCG takes seconds, so not all 600 overlap; at least
-        // some entries must have found the map full.
-        ensure!(
-            dropped > 0,
-            "{mode}: no entry was dropped with room for only 200 tasks"
-        );
-        let text = fs::read_to_string(guest.outcome.out_dir.join(format!("{mode}.txt")))?;
-        ensure!(
-            text.contains("calls dropped: per-task map full"),
-            "{mode}: the drops are not printed:\n{text}"
-        );
+        // kretprobe's default maxactive (max(10, 2 * CPUs)) is far below 600 sleepers.
+        if mode == "kprobe" {
+            ensure!(missed > 0, "kprobe: no return was missed by 600 sleepers");
+            let text = fs::read_to_string(guest.outcome.out_dir.join(format!("{mode}.txt")))?;
+            ensure!(
+                text.contains("calls whose return was never seen"),
+                "kprobe: the missed returns are not printed:\n{text}"
+            );
+        }
     }
     Ok(())
 }

@@ -18,10 +18,10 @@
 //! - RSS flat: after a 30 s warm-up, no sample (the last included) is more than
 //!   [`RSS_GROWTH_LIMIT_KB`] above the first (the interval records hotprof keeps for `--json` are ~100 bytes each: 600 of
 //!   them are well under that);
-//! - per-task frame map (TASKS) entries never above [`MAX_TASK_ENTRIES`]: a task's entry lives
-//!   from its first probed call until the task exits (`sched_process_exit`), so only the
-//!   guest's live processes hold one; a leak of exited tasks' entries would climb with the ~2000
-//!   processes the loops start;
+//! - live tasks with a frame stack (the `LiveTasks` gauge: +1 when a task's task-local storage
+//!   is created, -1 at its `sched_process_exit`) never above [`MAX_TASK_ENTRIES`]: only the
+//!   guest's live processes hold one; a miscounted exit would climb with the ~2000 processes
+//!   the loops start;
 //! - stack-totals entries: keyed by (function, process, stack), so they grow with every new
 //!   process by design, until `--stack-map-size`; asserted at most
 //!   [`STACK_ENTRIES_PER_PROCESS`] per process started plus the long-lived ones, and none lost

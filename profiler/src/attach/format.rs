@@ -21,8 +21,6 @@ pub fn field_offset(format: &str, field: &str) -> Option<u32> {
 /// The tracepoint fields the eBPF programs read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TracepointOffsets {
-    pub switch_prev_pid: u32,
-    pub switch_next_pid: u32,
     pub fork_child_pid: u32,
 }
 
@@ -37,8 +35,6 @@ impl TracepointOffsets {
                 .ok_or_else(|| format!("no field '{field}' in {}", path.display()))
         };
         Ok(Self {
-            switch_prev_pid: read("sched_switch", "prev_pid")?,
-            switch_next_pid: read("sched_switch", "next_pid")?,
             fork_child_pid: read("sched_process_fork", "child_pid")?,
         })
     }

@@ -13,8 +13,6 @@ static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"),
 pub struct ProbeConfig {
     /// Number of probed functions (sizes the per-function maps).
     pub functions: u32,
-    /// Capacity of the per-task frame map: live tasks that have made a probed call.
-    pub max_tasks: u32,
     /// Only tasks whose tgid is in the `TGIDS` map.
     pub filter_tgids: bool,
     /// A process never traced (hotprof's own, so its work never shows up in the results).
@@ -34,7 +32,25 @@ pub struct ProbeConfig {
     pub offsets: Option<TracepointOffsets>,
 }
 
+/// Why loading failed, in one line; a kernel that cannot create task-local storage (older
+/// than 5.11, or built without BTF) is named as such, since that is what it lacks.
+pub fn load_error_line(error: &EbpfError) -> String {
+    let line = super::one_line(error);
+    match error {
+        EbpfError::MapError(aya::maps::MapError::CreateError { name, .. })
+            if name == "TASK_FRAMES" || name == "FLOOR_START" =>
+        {
+            format!(
+                "{line} (per-task state lives in task-local storage: Linux 5.11+ with kernel \
+                 BTF, CONFIG_DEBUG_INFO_BTF, is needed)"
+            )
+        }
+        _ => line,
+    }
+}
+
 /// Loads the maps and program definitions; programs are loaded into the kernel when attached.
+/// Task-local storage for the frame stacks needs Linux 5.11 with kernel BTF.
 pub fn load(config: &ProbeConfig) -> Result<Ebpf, EbpfError> {
     let functions = config.functions.max(1);
     let filter_tgids = u8::from(config.filter_tgids);
@@ -45,11 +61,11 @@ pub fn load(config: &ProbeConfig) -> Result<Ebpf, EbpfError> {
     let comm = config.comm.unwrap_or([0; 16]);
     let off_cpu = u8::from(config.off_cpu);
     let offsets = config.offsets;
-    let (prev_pid, next_pid, child_pid) = offsets
-        .map(|o| (o.switch_prev_pid, o.switch_next_pid, o.fork_child_pid))
-        .unwrap_or((24, 56, 44));
+    let child_pid = offsets.map_or(44, |o| o.fork_child_pid);
 
     let mut loader = EbpfLoader::new();
+    // TASK_STORAGE maps: aya creates them but has no userspace type; only the programs use them.
+    loader.allow_unsupported_maps();
     loader
         .override_global("FILTER_TGIDS", &filter_tgids, true)
         .override_global("FILTER_TID", &tid, true)
@@ -60,13 +76,10 @@ pub fn load(config: &ProbeConfig) -> Result<Ebpf, EbpfError> {
         .override_global("MIN_LATENCY_NS", &config.min_latency_ns, true)
         .override_global("TRACK_OFF_CPU", &off_cpu, true)
         .override_global("CAPTURE_STACKS", &config.capture_stacks, true)
-        .override_global("SWITCH_PREV_PID_OFFSET", &prev_pid, true)
-        .override_global("SWITCH_NEXT_PID_OFFSET", &next_pid, true)
         .override_global("FORK_CHILD_PID_OFFSET", &child_pid, true)
         .map_max_entries(names::STATS, functions)
         .map_max_entries(names::HIST, functions * NUM_BUCKETS)
         .map_max_entries(names::FUNC_IPS, functions * 2)
-        .map_max_entries(names::TASKS, config.max_tasks.max(1))
         .map_max_entries(
             names::STACKS,
             if config.capture_stacks > 0 || config.sampling {

@@ -6,7 +6,7 @@ use std::path::Path;
 use aya::{
     Btf, Ebpf,
     maps::HashMap,
-    programs::{FEntry, FExit, KProbe, TracePoint, kprobe::KProbeLink},
+    programs::{BtfTracePoint, FEntry, FExit, KProbe, TracePoint, kprobe::KProbeLink},
 };
 use profiler_common::{FENTRY_SLOTS, KPROBE_SLOTS, SYSCALL_SLOTS, names};
 
@@ -363,17 +363,29 @@ fn similar_syscalls(events: &Path, name: &str) -> Vec<String> {
     names
 }
 
-/// Attaches the scheduler tracepoints a run needs: `sched_switch` for `--off-cpu`,
-/// `sched_process_fork` to follow a traced process tree, `sched_process_exit` always.
+/// Attaches the scheduler hooks a run needs: `sched_switch` (a BTF tracepoint: it reads the
+/// two tasks' storage) for `--off-cpu`, `sched_process_fork` to follow a traced process tree,
+/// `sched_process_exit` always.
 pub fn attach_tracking(
     ebpf: &mut Ebpf,
     off_cpu: bool,
     follow_forks: bool,
 ) -> Result<(), AttachError> {
+    if off_cpu {
+        let fail = |reason: String| AttachError::Tracepoint {
+            tracepoint: "tp_btf/sched_switch".into(),
+            reason,
+        };
+        let btf = Btf::from_sys_fs()
+            .map_err(|e| fail(format!("--off-cpu needs kernel BTF: {}", one_line(&e))))?;
+        let prog: &mut BtfTracePoint = program(ebpf, "sched_switch")?;
+        prog.load("sched_switch", &btf)
+            .map_err(|e| fail(one_line(&e)))?;
+        prog.attach().map_err(|e| fail(one_line(&e)))?;
+    }
     for (wanted, name) in [
-        (off_cpu, "sched_switch"),
         (follow_forks, "sched_process_fork"),
-        // Always: frees an exiting task's frame stack (the probes keep it between calls).
+        // Always: counts an exiting task's open frames (their returns will never come).
         (true, "sched_process_exit"),
     ] {
         if !wanted {

@@ -273,6 +273,26 @@ impl fmt::Display for FoldedReason {
 /// because a silently skipped line would make the flame graph's total disagree with the
 /// recording's.
 pub fn parse_folded(data: &[u8]) -> Result<Vec<(String, u64)>, FoldedError> {
+    Ok(parse_folded_lines(data)?
+        .into_iter()
+        .map(|line| (line.stack.to_string(), line.weight))
+        .collect())
+}
+
+/// One line of folded input, borrowed from it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FoldedLine<'a> {
+    /// The stack, root first, checked by [`check_stack`].
+    pub stack: &'a str,
+    pub weight: u64,
+    /// The line itself when it is exactly `STACK WEIGHT` (one space, no leading zero), so a
+    /// renderer can hand it on without building a copy.
+    pub canonical: Option<&'a str>,
+}
+
+/// [`parse_folded`] without copying: every line borrows from `data`. For a million-line file
+/// that is one copy of the stacks in memory, not two.
+pub fn parse_folded_lines(data: &[u8]) -> Result<Vec<FoldedLine<'_>>, FoldedError> {
     let mut out = Vec::new();
     for (index, raw) in data.split(|&b| b == b'\n').enumerate() {
         let line = index + 1;
@@ -283,13 +303,20 @@ pub fn parse_folded(data: &[u8]) -> Result<Vec<(String, u64)>, FoldedError> {
         if text.is_empty() {
             continue;
         }
-        let (stack, weight) = text
+        let (stack, weight_text) = text
             .rsplit_once(' ')
             .ok_or(error(FoldedReason::MissingWeight))?;
-        let weight = parse_weight(weight).map_err(error)?;
+        let weight = parse_weight(weight_text).map_err(error)?;
         let stack = stack.trim_end();
         check_stack(stack).map_err(error)?;
-        out.push((stack.to_string(), weight));
+        let canonical = (stack.len() + 1 + weight_text.len() == text.len()
+            && (weight_text == "0" || !weight_text.starts_with('0')))
+        .then_some(text);
+        out.push(FoldedLine {
+            stack,
+            weight,
+            canonical,
+        });
     }
     Ok(out)
 }

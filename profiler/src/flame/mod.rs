@@ -25,11 +25,14 @@ pub mod svg;
 pub mod user;
 
 pub use folded::{
-    FoldedError, FoldedReason, FrameNames, KERNEL_SUFFIX, StackRecord, Weight, fold, merge_folded,
-    merge_folded_owned, parse_folded, sanitize_frame, total_weight, write_folded,
+    FoldedError, FoldedLine, FoldedReason, FrameNames, KERNEL_SUFFIX, StackRecord, Weight, fold,
+    merge_folded, merge_folded_owned, parse_folded, parse_folded_lines, sanitize_frame,
+    total_weight, write_folded,
 };
 pub use kernel::KernelSymbolizer;
-pub use svg::{RenderError, render_diff, render_flamegraph, render_flamegraph_owned};
+pub use svg::{
+    RenderError, render_diff, render_flamegraph, render_flamegraph_owned, render_folded_lines,
+};
 pub use user::{UNKNOWN, UserSymbolizer, file_offset_frame};
 
 /// The real [`FrameNames`]: kernel frames from kallsyms, user frames from blazesym (or all

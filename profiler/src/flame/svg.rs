@@ -16,7 +16,9 @@
 use inferno::flamegraph::color::{MultiPalette, Palette};
 use inferno::flamegraph::{self, Options};
 
-use super::folded::{FoldedReason, check_stack, merge_folded_owned, total_weight};
+use std::borrow::Cow;
+
+use super::folded::{FoldedLine, FoldedReason, check_stack, merge_folded_owned, total_weight};
 
 /// Why an SVG could not be drawn; one line each.
 #[derive(Debug, thiserror::Error)]
@@ -65,6 +67,59 @@ pub fn render_flamegraph_owned(
     let mut svg = Vec::new();
     flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut svg)?;
     Ok(svg)
+}
+
+/// [`render_flamegraph`] for input parsed by [`super::parse_folded_lines`] (`hotprof
+/// flamegraph FILE`): the lines are checked already and borrow from the input, and only lines
+/// that had to change (duplicates merged, non-canonical spacing) are rebuilt, so a million-line
+/// file is held once, as inferno's own binary holds it.
+pub fn render_folded_lines(
+    mut lines: Vec<FoldedLine<'_>>,
+    title: &str,
+    subtitle: Option<&str>,
+    count_name: &str,
+) -> Result<Vec<u8>, RenderError> {
+    let what = "the profile";
+    lines.retain(|line| line.weight > 0);
+    // Equal stacks are summed, so their relative order does not matter.
+    lines.sort_unstable_by(|a, b| a.stack.cmp(b.stack));
+    lines.dedup_by(|later, kept| {
+        let same = later.stack == kept.stack;
+        if same {
+            kept.weight = kept.weight.saturating_add(later.weight);
+            kept.canonical = None;
+        }
+        same
+    });
+    let total = lines
+        .iter()
+        .try_fold(0u64, |total, line| total.checked_add(line.weight))
+        .ok_or(RenderError::Overflow { what })?;
+    if total == 0 {
+        return Err(RenderError::Empty { what });
+    }
+    let mut texts: Vec<Cow<'_, str>> = lines
+        .iter()
+        .map(|line| match line.canonical {
+            Some(text) => Cow::Borrowed(text),
+            None => Cow::Owned(format!("{} {}", line.stack, line.weight)),
+        })
+        .collect();
+    drop(lines);
+    sort_as_inferno(&mut texts);
+    let mut options = options(title, subtitle.map(str::to_string), count_name);
+    options.no_sort = true;
+    let mut svg = Vec::new();
+    flamegraph::from_lines(&mut options, texts.iter().map(|text| &**text), &mut svg)?;
+    Ok(svg)
+}
+
+/// Lines sorted by stack are sorted as whole lines too unless a stack is a prefix of another
+/// that continues with a character below ' ' (a tab): then sort as inferno does.
+fn sort_as_inferno<T: Ord>(lines: &mut [T]) {
+    if !lines.is_sorted() {
+        lines.sort_unstable();
+    }
 }
 
 /// Draws a differential flame graph: frames as wide as in `new`, leaf frames colored by how
@@ -145,11 +200,7 @@ fn prepare(
             stack
         })
         .collect();
-    // Sorted by stack, which is the order of the whole lines too unless a stack is a prefix
-    // of another that continues with a character below ' ' (a tab): then sort as inferno does.
-    if !lines.is_sorted() {
-        lines.sort_unstable();
-    }
+    sort_as_inferno(&mut lines);
     Ok((lines, total))
 }
 
@@ -179,6 +230,7 @@ fn thousands(value: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::flame::{parse_folded, parse_folded_lines};
 
     fn lines(pairs: &[(&str, u64)]) -> Vec<(String, u64)> {
         pairs.iter().map(|(s, w)| (s.to_string(), *w)).collect()
@@ -307,6 +359,27 @@ mod tests {
             Err(RenderError::Empty {
                 what: "the new profile"
             })
+        ));
+    }
+
+    #[test]
+    fn the_borrowed_path_draws_what_the_owned_one_does() {
+        // Duplicates, extra spaces, a leading zero, a zero weight, a tab inside a stack whose
+        // prefix is another stack (the whole-line order then differs from the stack order).
+        let data = b"a;b 2\na;c 5\na;b 3\n  a;d   7 \na;e 007\na;f 0\nx\ty 1\nx 4\n";
+        let owned = render_flamegraph(&parse_folded(data).unwrap(), "t", None, "ns").unwrap();
+        let lines = parse_folded_lines(data).unwrap();
+        assert_eq!(lines[0].canonical, Some("a;b 2"));
+        assert_eq!(lines[3].canonical, None, "extra spaces are rebuilt");
+        assert_eq!(lines[4].canonical, None, "a leading zero is rebuilt");
+        let borrowed = render_folded_lines(lines, "t", None, "ns").unwrap();
+        assert_eq!(
+            String::from_utf8(borrowed).unwrap(),
+            String::from_utf8(owned).unwrap()
+        );
+        assert!(matches!(
+            render_folded_lines(parse_folded_lines(b"a 0\n").unwrap(), "t", None, "ns"),
+            Err(RenderError::Empty { .. })
         ));
     }
 

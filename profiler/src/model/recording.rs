@@ -142,7 +142,8 @@ pub struct FunctionRecord {
 pub struct Losses {
     /// Entries dropped because `MAX_DEPTH` frames were already open on the task.
     pub depth_exceeded: u64,
-    /// Entries dropped because the per-task map was full (`--max-tasks`).
+    /// Entries dropped because the kernel could not create the task's frame stack (task
+    /// storage: out of memory, or a nested use it refused). Named for the per-task map it was.
     pub task_map_full: u64,
     /// Returns whose entry was not seen (in flight when hotprof attached).
     pub unmatched_returns: u64,

@@ -187,7 +187,7 @@ pub fn render_losses(losses: &Losses) -> String {
         ),
         (
             losses.task_map_full,
-            "calls dropped: per-task map full (raise --max-tasks)",
+            "calls dropped: no frame stack for the task (task storage refused)",
         ),
         (losses.slot_missing, "internal map lookups failed"),
         (

@@ -12,8 +12,8 @@
 //! Each tool runs 3 times, interleaved (hotprof, inferno, hotprof, …) so load from other jobs
 //! hits both alike; wall time is the median, peak memory the largest `ru_maxrss` of the
 //! child (from `wait4`, per process, not the cumulative `RUSAGE_CHILDREN`). One-time costs
-//! (release build of hotprof, `cargo install` of inferno, generating the input) are outside
-//! the timed part and skipped when already done.
+//! (`cargo install` of inferno, generating the input: [`prepare`], run beside the guest
+//! build) are outside the timed part and skipped when already done.
 
 use std::fs;
 use std::io::{BufWriter, Write as _};
@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 
-use crate::util::{self, cargo, step, target_dir, workspace_root};
+use crate::util::{step, target_dir, workspace_root};
 
 /// Lines in the generated input.
 const LINES: usize = 1_000_000;
@@ -32,13 +32,21 @@ const ROUNDS: usize = 3;
 /// Changing the generator must change this name, so a stale cached input is not reused.
 const INPUT_NAME: &str = "kernel-stacks-1m-v1.folded";
 
-/// Runs the comparison and returns its markdown section.
-pub fn run() -> Result<String> {
-    let dir = target_dir().join("bench").join("flame");
+/// What the section needs before it can measure: made once, then reused.
+pub struct FlameInputs {
+    version: String,
+    inferno: PathBuf,
+    input: PathBuf,
+    stats: InputStats,
+}
+
+/// The one-time work, safe to run beside the guest build: inferno's binary (installed at the
+/// version hotprof links) and the generated input.
+pub fn prepare() -> Result<FlameInputs> {
+    let dir = flame_dir();
     fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let version = inferno_version_in_lock()?;
     let inferno = install_inferno(&version)?;
-    let hotprof = build_hotprof()?;
     let input = dir.join(INPUT_NAME);
     let stats_file = input.with_extension("stats");
     let cached = fs::read_to_string(&stats_file)
@@ -57,6 +65,30 @@ pub fn run() -> Result<String> {
             stats
         }
     };
+    Ok(FlameInputs {
+        version,
+        inferno,
+        input,
+        stats,
+    })
+}
+
+fn flame_dir() -> PathBuf {
+    target_dir().join("bench").join("flame")
+}
+
+/// Runs the comparison and returns its markdown section. hotprof is the static release build
+/// the guests run (the same code as a host release build, linked statically).
+pub fn run(inputs: &FlameInputs, tools: &super::Tools) -> Result<String> {
+    let FlameInputs {
+        version,
+        inferno,
+        input,
+        stats,
+    } = inputs;
+    let dir = flame_dir();
+    let hotprof = tools.bin_dir.join("hotprof");
+    ensure!(hotprof.is_file(), "{} is missing", hotprof.display());
     let hotprof_svg = dir.join("hotprof.svg");
     let tools = [
         Tool {
@@ -73,7 +105,7 @@ pub fn run() -> Result<String> {
         },
         Tool {
             label: format!("`inferno-flamegraph` {version}"),
-            program: inferno,
+            program: inferno.clone(),
             args: vec![input.clone().into()],
             svg: dir.join("inferno.svg"),
             svg_on_stdout: true,
@@ -98,7 +130,7 @@ pub fn run() -> Result<String> {
         ROUNDS * tools.len(),
         started.elapsed().as_secs_f64()
     );
-    Ok(section(&stats, &tools, &measured))
+    Ok(section(stats, &tools, &measured))
 }
 
 struct Tool {
@@ -209,34 +241,39 @@ fn install_inferno(version: &str) -> Result<PathBuf> {
     if binary.exists() && record.contains(&format!("\"inferno {version} ")) {
         return Ok(binary);
     }
+    fs::create_dir_all(&root).with_context(|| format!("cannot create {}", root.display()))?;
+    // Its output goes to a log: it runs beside the guest build, whose output is the one to see.
+    let log_path = root.join("install.log");
     step(
         "bench",
         &format!(
-            "flame: installing inferno {version} into {}",
-            root.display()
+            "flame: installing inferno {version} into {} (log: {})",
+            root.display(),
+            log_path.display()
         ),
     );
-    util::run(
-        Command::new("cargo")
-            .args(["install", "--locked", "--version", &format!("={version}")])
-            .arg("inferno")
-            .arg("--root")
-            .arg(&root),
-    )?;
+    let log = fs::File::create(&log_path)
+        .with_context(|| format!("cannot create {}", log_path.display()))?;
+    let status = Command::new("cargo")
+        .args(["install", "--locked", "--version", &format!("={version}")])
+        .arg("inferno")
+        .arg("--root")
+        .arg(&root)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .status()
+        .context("could not start cargo install")?;
+    ensure!(
+        status.success(),
+        "cargo install inferno {version} failed ({status}); see {}",
+        log_path.display()
+    );
     ensure!(
         binary.exists(),
         "{} missing after install",
         binary.display()
     );
-    Ok(binary)
-}
-
-/// The release hotprof binary (built if missing or stale).
-fn build_hotprof() -> Result<PathBuf> {
-    step("bench", "flame: cargo build --release -p profiler");
-    util::run(cargo().args(["build", "--release", "-p", "profiler", "--bin", "hotprof"]))?;
-    let binary = target_dir().join("release").join("hotprof");
-    ensure!(binary.exists(), "{} missing after build", binary.display());
     Ok(binary)
 }
 

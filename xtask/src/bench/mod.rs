@@ -74,9 +74,23 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
     let wants = |section| args.only.is_empty() || args.only.contains(&section);
     if !args.no_build {
         setup::run_all()?;
-        build::build_guest()?;
     }
-    let tools = Tools::build(!args.no_build, args.baseline_hotprof.as_deref())?;
+    // The flame section's one-time work (installing inferno, generating its input) overlaps
+    // the guest build; it is waited for before anything is measured.
+    let flame_inputs = wants(Section::Flame).then(|| std::thread::spawn(flame::prepare));
+    if !args.no_build {
+        build::build_guest_with_examples(&["empty_probe"])?;
+    }
+    let flame_inputs = match flame_inputs {
+        Some(handle) => Some(
+            handle
+                .join()
+                .map_err(|_| anyhow::anyhow!("preparing the flame section panicked"))?
+                .context("preparing the flame section failed")?,
+        ),
+        None => None,
+    };
+    let tools = Tools::build(args.baseline_hotprof.as_deref())?;
     let dir = target_dir().join("bench");
     fs::create_dir_all(&dir).with_context(|| format!("could not create {}", dir.display()))?;
 
@@ -97,8 +111,8 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
     if wants(Section::Scaling) {
         section("scaling", scaling::run(&tools))?;
     }
-    if wants(Section::Flame) {
-        section("flamegraph", flame::run())?;
+    if let Some(inputs) = &flame_inputs {
+        section("flamegraph", flame::run(inputs, &tools))?;
     }
     let _ = writeln!(report, "Whole bench: {}.", secs(started.elapsed()));
     let path = dir.join("report.md");
@@ -150,12 +164,8 @@ pub struct Tools {
 const BPFTRACE: &str = "/usr/bin/bpftrace";
 
 impl Tools {
-    fn build(rebuild: bool, baseline_hotprof: Option<&Path>) -> Result<Self> {
-        let empty_probe = if rebuild {
-            build::build_guest_example("profiler", "empty_probe")?
-        } else {
-            build::guest_bin_dir().join("examples").join("empty_probe")
-        };
+    fn build(baseline_hotprof: Option<&Path>) -> Result<Self> {
+        let empty_probe = build::guest_bin_dir().join("examples").join("empty_probe");
         if !empty_probe.is_file() {
             bail!(
                 "{} is missing: run without --no-build",

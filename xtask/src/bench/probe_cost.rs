@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use super::{Spread, Tools, syscall_lat_avg_ns, vm_run};
+use crate::util::step;
 
 /// getpid calls per host run: about a second each on a ~1 µs syscall.
 const HOST_CALLS: u64 = 1_000_000;
@@ -229,14 +230,16 @@ pub fn host(tools: &Tools, rounds: u32) -> Result<String> {
 pub fn vm(tools: &Tools, rounds: u32) -> Result<String> {
     let variants = variants(tools.baseline_hotprof.is_some());
     let mechanisms = [Mechanism::vm_kprobe(), Mechanism::vm_fentry()];
-    let mut script = String::from("set +e\n");
+    let mut script = String::from("set +e\nup() { cut -d' ' -f1 /proc/uptime; }\n");
     for round in 1..=rounds {
         for mechanism in &mechanisms {
             for &variant in &variants {
                 let file = format!("/out/{}-{}-{round}.txt", mechanism.key, variant.key());
+                // Each run's wall time too (tool start-up included), for the section's time line.
                 let _ = writeln!(
                     script,
-                    "{} > {file} 2>&1; echo \"bench-exit=$?\" >> {file}",
+                    "t=$(up); {} > {file} 2>&1; echo \"bench-exit=$?\" >> {file}; \
+                     echo \"bench-secs=$t $(up)\" >> {file}",
                     mechanism.command(variant)
                 );
             }
@@ -250,6 +253,7 @@ pub fn vm(tools: &Tools, rounds: u32) -> Result<String> {
         per_round * rounds + Duration::from_secs(120),
     )?;
     let mut markdown = String::new();
+    let mut wall_by_variant: BTreeMap<&str, f64> = BTreeMap::new();
     for mechanism in &mechanisms {
         let mut samples = Samples::new();
         for round in 1..=rounds {
@@ -260,6 +264,7 @@ pub fn vm(tools: &Tools, rounds: u32) -> Result<String> {
                     variant.key()
                 ));
                 let text = std::fs::read_to_string(&path).unwrap_or_default();
+                *wall_by_variant.entry(variant.key()).or_default() += run_secs(&text);
                 let sample = match text
                     .lines()
                     .rev()
@@ -274,7 +279,32 @@ pub fn vm(tools: &Tools, rounds: u32) -> Result<String> {
         }
         markdown.push_str(&render(mechanism, rounds, &samples, &variants));
     }
+    let spent: Vec<String> = wall_by_variant
+        .iter()
+        .map(|(variant, secs)| format!("{variant} {secs:.0} s"))
+        .collect();
+    step(
+        "bench",
+        &format!(
+            "probe-cost runs' wall time in the guest, by variant: {}",
+            spent.join(", ")
+        ),
+    );
     Ok(markdown)
+}
+
+/// A run's wall time in the guest, from its `bench-secs=START END` line (uptime seconds).
+fn run_secs(output: &str) -> f64 {
+    output
+        .lines()
+        .rev()
+        .find_map(|line| {
+            let mut times = line.strip_prefix("bench-secs=")?.split(' ');
+            let start: f64 = times.next()?.parse().ok()?;
+            let end: f64 = times.next()?.parse().ok()?;
+            Some(end - start)
+        })
+        .unwrap_or(0.0)
 }
 
 /// The section's markdown: ns/call and overhead per variant, then hotprof's ratios.
@@ -298,7 +328,9 @@ fn render(mechanism: &Mechanism, rounds: u32, samples: &Samples, variants: &[Var
         let name = match variant {
             Variant::None => "no probe".to_owned(),
             Variant::Empty => mechanism.empty_name.to_owned(),
-            Variant::Floor => "timing floor (start[tid] + 1 bucket, same mechanism)".to_owned(),
+            Variant::Floor => {
+                "timing floor (task-storage start + 1 bucket, same mechanism)".to_owned()
+            }
             Variant::Hotprof => format!("hotprof {}", mechanism.hotprof_args),
             Variant::Bpftrace => "bpftrace (@start[tid] + hist())".to_owned(),
             Variant::HotprofBaseline => {
