@@ -141,10 +141,12 @@ pub enum Counter {
     OpenFrames = 8,
     /// Tasks that have a frame stack now: +1 at creation, -1 at exit (wrapping sum, as above).
     LiveTasks = 9,
+    /// Entries created in `STACK_TOTALS` (never deleted from, so its live entries).
+    StackEntries = 10,
 }
 
 /// Number of [`Counter`] slots.
-pub const NUM_COUNTERS: u32 = 10;
+pub const NUM_COUNTERS: u32 = 11;
 
 /// Key of the per-stack latency aggregate (`--stacks`).
 #[repr(C)]

@@ -1,7 +1,7 @@
 //! The per-task frame stack and the per-function aggregates: the core every probe shares.
 
 use aya_ebpf::{
-    bindings::BPF_F_USER_STACK,
+    bindings::{BPF_F_USER_STACK, BPF_NOEXIST},
     helpers::{
         bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid,
         bpf_get_smp_processor_id, bpf_ktime_get_ns,
@@ -303,8 +303,21 @@ fn add_to_stack(key: &StackKey, duration: u64) {
         count: 1,
         comm: bpf_get_current_comm().unwrap_or([0; 16]),
     };
-    if STACK_TOTALS.insert(key, totals, 0).is_err() {
-        count(Counter::StackTotalsFull, 1);
+    const EEXIST: i32 = 17;
+    // NOEXIST, so that each new entry is counted once (userspace reads the count instead of
+    // walking the map for every interval report).
+    match STACK_TOTALS.insert(key, totals, u64::from(BPF_NOEXIST)) {
+        Ok(()) => count(Counter::StackEntries, 1),
+        // Another CPU created the entry since our lookup: this CPU's copy exists, zeroed.
+        Err(error) if error == -EEXIST => {
+            if let Some(totals) = STACK_TOTALS.get_ptr_mut(key) {
+                // SAFETY: as above.
+                let totals = unsafe { &mut *totals };
+                totals.total_ns += duration;
+                totals.count += 1;
+            }
+        }
+        Err(_) => count(Counter::StackTotalsFull, 1),
     }
 }
 

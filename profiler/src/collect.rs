@@ -305,25 +305,6 @@ pub fn stacks(ebpf: &Ebpf) -> anyhow::Result<Vec<CollectedStack>> {
     resolve_stacks(ebpf, totals.iter())
 }
 
-/// Live entries of the per-stack totals map (`--stacks`). Walks the keys only (one
-/// `BPF_MAP_GET_NEXT_KEY` syscall per entry, no per-CPU values), so the cost is linear in the
-/// entries: at most `--stack-map-size` (default 16384) syscalls per `--interval` report. The
-/// soak test walks ~1300 entries every second in a TCG guest and its reports stay on the
-/// 1 s grid; the map is never deleted from, so the walk cannot restart midway.
-pub fn stack_entries(ebpf: &Ebpf) -> anyhow::Result<u64> {
-    use anyhow::Context as _;
-    let totals: PerCpuHashMap<&MapData, StackKey, StackTotals> = PerCpuHashMap::try_from(
-        ebpf.map(names::STACK_TOTALS)
-            .context("STACK_TOTALS map missing")?,
-    )?;
-    let mut entries = 0;
-    for key in totals.keys() {
-        key.context("walking the stack totals map")?;
-        entries += 1;
-    }
-    Ok(entries)
-}
-
 /// Merges per-CPU stack aggregates and resolves their stack ids to addresses.
 pub fn resolve_stacks(
     ebpf: &Ebpf,

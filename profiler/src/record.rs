@@ -559,7 +559,8 @@ async fn measure(
                 let cpu_at = thread_cpu_time();
                 let now = collect::snapshot(ebpf, session.probed.len())?;
                 let elapsed = started.elapsed();
-                let stack_entries = if args.wants_stacks() { Some(collect::stack_entries(ebpf)?) } else { None };
+                // Counted by the probes as they create entries: no walk of the map per report.
+                let stack_entries = args.wants_stacks().then(|| now.counter(profiler_common::Counter::StackEntries));
                 let recording = session.recording(&now.since(&previous), args.interval.unwrap_or_default());
                 println!("--- interval {interval_index} ({} elapsed)", crate::units::format_ns(elapsed.as_nanos() as f64));
                 print!("{}", report::render_recording(&recording));

@@ -106,3 +106,25 @@ pub fn load(config: &ProbeConfig) -> Result<Ebpf, EbpfError> {
         );
     loader.load(EBPF_OBJECT)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn create_error(name: &str) -> EbpfError {
+        EbpfError::MapError(aya::maps::MapError::CreateError {
+            name: name.into(),
+            io_error: std::io::Error::from_raw_os_error(22),
+        })
+    }
+
+    #[test]
+    fn a_kernel_without_task_storage_is_told_what_it_lacks() {
+        let line = load_error_line(&create_error("TASK_FRAMES"));
+        assert!(line.contains("TASK_FRAMES"), "{line}");
+        assert!(line.contains("Linux 5.11+ with kernel BTF"), "{line}");
+        assert!(!line.contains('\n'), "{line}");
+        let other = load_error_line(&create_error("STATS"));
+        assert!(!other.contains("5.11"), "{other}");
+    }
+}
