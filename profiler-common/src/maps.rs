@@ -170,6 +170,9 @@ pub struct StackTotals {
 
 /// Names of the maps and programs, shared so userspace never spells them differently.
 pub mod names {
+    // Task-local storage: hotprof's frame stacks and the bench's timing-floor start times.
+    pub const TASK_FRAMES: &str = "TASK_FRAMES";
+    pub const FLOOR_START: &str = "FLOOR_START";
     pub const STATS: &str = "STATS";
     pub const HIST: &str = "HIST";
     pub const COUNTERS: &str = "COUNTERS";

@@ -4,9 +4,9 @@
 //! - *Empty* pairs return at once: what each mechanism costs before any work is done.
 //! - *Timing floor* pairs do the least any per-call latency histogram must: a start time kept
 //!   per task (in task-local storage: one lookup at entry, one at return, no hash), two clock
-//!   reads and one histogram bucket, with no filter, no nesting, no per-function aggregates. What hotprof (or bpftrace)
-//!   costs above the floor is its own; what the floor costs above the empty pair, every tool
-//!   that times each call pays.
+//!   reads and one histogram bucket, with no filter, no nesting, no per-function aggregates.
+//!   What hotprof (or bpftrace) costs above the floor is its own; what the floor costs above
+//!   the empty pair, every tool that times each call pays.
 //!
 //! Minimum kernels: the empty pairs as their mechanism (kprobe 4.1, fentry/fexit 5.5 with
 //! BTF, syscall tracepoints 4.7); the floor pairs 5.11 with BTF (task storage).

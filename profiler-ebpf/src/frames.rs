@@ -290,12 +290,7 @@ pub(crate) fn leave(which: ReturnOf) {
 
 #[inline(always)]
 fn add_to_stack(key: &StackKey, duration: u64) {
-    // Per-CPU values: no atomics needed (BPF has no portable fetch-add here); userspace sums.
-    if let Some(totals) = STACK_TOTALS.get_ptr_mut(key) {
-        // SAFETY: this CPU's copy of the value, with preemption disabled.
-        let totals = unsafe { &mut *totals };
-        totals.total_ns += duration;
-        totals.count += 1;
+    if add_to_existing_stack(key, duration) {
         return;
     }
     let totals = StackTotals {
@@ -309,16 +304,23 @@ fn add_to_stack(key: &StackKey, duration: u64) {
     match STACK_TOTALS.insert(key, totals, u64::from(BPF_NOEXIST)) {
         Ok(()) => count(Counter::StackEntries, 1),
         // Another CPU created the entry since our lookup: this CPU's copy exists, zeroed.
-        Err(error) if error == -EEXIST => {
-            if let Some(totals) = STACK_TOTALS.get_ptr_mut(key) {
-                // SAFETY: as above.
-                let totals = unsafe { &mut *totals };
-                totals.total_ns += duration;
-                totals.count += 1;
-            }
-        }
+        Err(error) if error == -EEXIST && add_to_existing_stack(key, duration) => {}
         Err(_) => count(Counter::StackTotalsFull, 1),
     }
+}
+
+/// Adds one call to this CPU's copy of the entry for `key`; false when there is no entry.
+#[inline(always)]
+fn add_to_existing_stack(key: &StackKey, duration: u64) -> bool {
+    // Per-CPU values: no atomics needed (BPF has no portable fetch-add here); userspace sums.
+    let Some(totals) = STACK_TOTALS.get_ptr_mut(key) else {
+        return false;
+    };
+    // SAFETY: this CPU's copy of the value, with preemption disabled.
+    let totals = unsafe { &mut *totals };
+    totals.total_ns += duration;
+    totals.count += 1;
+    true
 }
 
 /// Adds a finished call to its function's aggregates; false when it was not recorded

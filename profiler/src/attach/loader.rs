@@ -38,7 +38,7 @@ pub fn load_error_line(error: &EbpfError) -> String {
     let line = super::one_line(error);
     match error {
         EbpfError::MapError(aya::maps::MapError::CreateError { name, .. })
-            if name == "TASK_FRAMES" || name == "FLOOR_START" =>
+            if name == names::TASK_FRAMES || name == names::FLOOR_START =>
         {
             format!(
                 "{line} (per-task state lives in task-local storage: Linux 5.11+ with kernel \
@@ -120,11 +120,11 @@ mod tests {
 
     #[test]
     fn a_kernel_without_task_storage_is_told_what_it_lacks() {
-        let line = load_error_line(&create_error("TASK_FRAMES"));
+        let line = load_error_line(&create_error(names::TASK_FRAMES));
         assert!(line.contains("TASK_FRAMES"), "{line}");
         assert!(line.contains("Linux 5.11+ with kernel BTF"), "{line}");
         assert!(!line.contains('\n'), "{line}");
-        let other = load_error_line(&create_error("STATS"));
+        let other = load_error_line(&create_error(names::STATS));
         assert!(!other.contains("5.11"), "{other}");
     }
 }

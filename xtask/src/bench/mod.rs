@@ -298,6 +298,10 @@ pub fn vm_run(tools: &Tools, name: &str, script: &str, timeout: Duration) -> Res
     Ok(outcome)
 }
 
+/// A guest shell command printing seconds since boot (10 ms resolution), for timing runs from
+/// inside the guest.
+pub const GUEST_UPTIME: &str = "cut -d' ' -f1 /proc/uptime";
+
 /// `avg_ns` from syscall_lat's report line.
 pub fn syscall_lat_avg_ns(output: &str) -> Option<f64> {
     output

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use super::{Spread, Tools, syscall_lat_avg_ns, vm_run};
+use super::{GUEST_UPTIME, Spread, Tools, syscall_lat_avg_ns, vm_run};
 use crate::util::step;
 
 /// getpid calls per host run: about a second each on a ~1 µs syscall.
@@ -230,7 +230,7 @@ pub fn host(tools: &Tools, rounds: u32) -> Result<String> {
 pub fn vm(tools: &Tools, rounds: u32) -> Result<String> {
     let variants = variants(tools.baseline_hotprof.is_some());
     let mechanisms = [Mechanism::vm_kprobe(), Mechanism::vm_fentry()];
-    let mut script = String::from("set +e\nup() { cut -d' ' -f1 /proc/uptime; }\n");
+    let mut script = format!("set +e\nup() {{ {GUEST_UPTIME}; }}\n");
     for round in 1..=rounds {
         for mechanism in &mechanisms {
             for &variant in &variants {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
-use super::{Spread, Tools, syscall_lat_avg_ns, vm_run};
+use super::{GUEST_UPTIME, Spread, Tools, syscall_lat_avg_ns, vm_run};
 
 /// Functions attached per step; the first is always `__x64_sys_getpid`.
 const COUNTS: [usize; 4] = [1, 10, 100, 1000];
@@ -32,7 +32,7 @@ pub fn run(tools: &Tools) -> Result<String> {
     let mut script = String::from("set +e\n");
     script.push_str(PICK_COLD_FUNCTIONS);
     // Seconds since boot; spelled out because the workload's own `sh -c` runs it too.
-    let up = "cut -d' ' -f1 /proc/uptime";
+    let up = GUEST_UPTIME;
     for (index, count) in COUNTS.iter().enumerate() {
         if index < BASELINES {
             let _ = writeln!(script, "syscall_lat {CALLS} > /out/base-{index}.txt 2>&1");
