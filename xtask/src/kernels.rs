@@ -1,5 +1,5 @@
-//! The guest kernels: Debian's cloud kernels, fetched with `apt-get download` and cached under
-//! `target/kernels/<version>/`.
+//! The guest kernels: Debian's kernels, fetched with `apt-get download` through an apt state of
+//! our own (`apt_state.rs`) and cached under `target/kernels/<name>/`.
 //!
 //! They are used because they have everything hotprof needs built in (kprobes, BTF, tracefs,
 //! audit, the 8250 serial driver), so the guest needs no modules. Their package names change
@@ -13,8 +13,8 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 
-use crate::setup::apt_update_once;
-use crate::util::{self, is_root, step, target_dir};
+use crate::apt_state;
+use crate::util::{self, step, target_dir};
 
 /// A kernel series the VM tests run on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum)]
@@ -22,26 +22,49 @@ pub enum Kernel {
     /// Debian 12's backported 6.12: has `__audit_filter_op`, fentry works.
     #[value(name = "6.12")]
     V6_12,
-    /// Debian 12's own 6.1: the older kernel, without `__audit_filter_op`.
+    /// sid's newest 7.x cloud kernel (7.2 when this was written).
+    #[value(name = "7.x", alias = "7.2")]
+    V7,
+    /// Debian 12's own 6.1: without `__audit_filter_op`.
     #[value(name = "6.1")]
     V6_1,
+    /// Debian 11's 5.10: no task-local storage (5.11), no `bpf_get_func_ip` (5.15).
+    #[value(name = "5.10")]
+    V5_10,
+    /// sid's newest 7.x with PREEMPT_RT.
+    #[value(name = "7.x-rt", alias = "7.2-rt")]
+    V7Rt,
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 2] = [Kernel::V6_12, Kernel::V6_1];
+    /// In the order the test suite runs them: the two that get every scenario first.
+    pub const ALL: [Kernel; 5] = [
+        Kernel::V6_12,
+        Kernel::V7,
+        Kernel::V6_1,
+        Kernel::V5_10,
+        Kernel::V7Rt,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Kernel::V6_12 => "6.12",
+            Kernel::V7 => "7.x",
             Kernel::V6_1 => "6.1",
+            Kernel::V5_10 => "5.10",
+            Kernel::V7Rt => "7.x-rt",
         }
     }
 
-    /// `apt-cache search --names-only` pattern for this series' cloud kernel packages.
+    /// `apt-cache search --names-only` pattern for this series' packages. sid ships the
+    /// image alone in `linux-binary-unsigned-*`; the older suites in `linux-image-*`.
     fn package_pattern(self) -> &'static str {
         match self {
             Kernel::V6_12 => r"^linux-image-6\.12\.[0-9]+\+deb12-cloud-amd64-unsigned$",
+            Kernel::V7 => r"^linux-binary-unsigned-7\.[0-9]+\.[0-9]+\+deb[0-9]+-cloud-amd64$",
             Kernel::V6_1 => r"^linux-image-6\.1\.0-[0-9]+-cloud-amd64(-unsigned)?$",
+            Kernel::V5_10 => r"^linux-image-5\.10\.0-[0-9]+-cloud-amd64(-unsigned)?$",
+            Kernel::V7Rt => r"^linux-binary-unsigned-7\.[0-9]+\.[0-9]+\+deb[0-9]+-rt-amd64$",
         }
     }
 
@@ -90,7 +113,7 @@ pub fn ensure(kernel: Kernel) -> Result<KernelImage> {
     // A stale package list names a version the mirror already dropped: refresh the lists
     // once, look again and retry.
     let fetched = download(kernel, &newest).or_else(|first| {
-        apt_update_once().context(first)?;
+        apt_state::update(true).context(first)?;
         let newest = newest_package(kernel)?;
         match &cached {
             Some(image) if image.package == newest => Ok(image.clone()),
@@ -122,25 +145,16 @@ fn cached(kernel: Kernel) -> Option<KernelImage> {
     })
 }
 
-/// The newest package matching the series' pattern, refreshing apt's lists once if they know
-/// none (a bare machine may never have run `apt-get update`).
+/// The newest package matching the series' pattern, refreshing our lists once if they know
+/// none (the suite may have moved on since they were fetched).
 fn newest_package(kernel: Kernel) -> Result<String> {
-    if let Some(newest) = pick_newest(&apt_search(kernel)?) {
+    let pattern = kernel.package_pattern();
+    if let Some(newest) = pick_newest(&apt_state::search(pattern)?) {
         return Ok(newest);
     }
-    apt_update_once()?;
-    pick_newest(&apt_search(kernel)?).with_context(|| {
-        format!(
-            "apt knows no package matching {} (the {kernel} cloud kernel)",
-            kernel.package_pattern()
-        )
-    })
-}
-
-fn apt_search(kernel: Kernel) -> Result<String> {
-    let mut search = Command::new("apt-cache");
-    search.args(["search", "--names-only", kernel.package_pattern()]);
-    util::stdout_of(&mut search).context("could not search apt's package lists")
+    apt_state::update(true)?;
+    pick_newest(&apt_state::search(pattern)?)
+        .with_context(|| format!("apt knows no package matching {pattern} (the {kernel} kernel)"))
 }
 
 /// Picks the newest package name from `apt-cache search` output (`name - description` lines):
@@ -171,7 +185,7 @@ fn download(kernel: Kernel, package: &str) -> Result<KernelImage> {
     fs::create_dir_all(&dir).with_context(|| format!("could not create {}", dir.display()))?;
     let work = tempfile::tempdir_in(&dir)
         .with_context(|| format!("could not create a scratch directory in {}", dir.display()))?;
-    apt_download(package, work.path())?;
+    apt_state::download(package, work.path())?;
     let deb = find_file(work.path(), |name| name.ends_with(".deb"))?
         .with_context(|| format!("apt-get download {package} left no .deb file"))?;
     let root = work.path().join("root");
@@ -179,14 +193,21 @@ fn download(kernel: Kernel, package: &str) -> Result<KernelImage> {
     extract.arg("-x").arg(&deb).arg(&root);
     util::stdout_of(&mut extract).with_context(|| format!("could not unpack {}", deb.display()))?;
     let boot = root.join("boot");
-    let vmlinuz = find_file(&boot, |name| name.starts_with("vmlinuz-"))?
-        .with_context(|| format!("{package} has no boot/vmlinuz-*"))?;
+    let vmlinuz = match find_file(&boot, |name| name.starts_with("vmlinuz-"))? {
+        Some(vmlinuz) => vmlinuz,
+        // sid's linux-binary-unsigned-*: usr/lib/modules/VERSION/vmlinuz.unsigned.
+        None => modules_image(&root.join("usr/lib/modules"))?
+            .with_context(|| format!("{package} has no boot/vmlinuz-* nor a modules image"))?,
+    };
     let image = KernelImage {
         package: package.to_owned(),
         vmlinuz: dir.join("vmlinuz"),
     };
-    // Kept for reference (`grep CONFIG_KPROBES target/kernels/6.12/config`).
-    if let Some(config) = find_file(&boot, |name| name.starts_with("config-"))? {
+    // Kept for reference (`grep CONFIG_KPROBES target/kernels/6.12/config`); sid's image
+    // package carries none.
+    if boot.is_dir()
+        && let Some(config) = find_file(&boot, |name| name.starts_with("config-"))?
+    {
         fs::copy(&config, dir.join("config"))
             .with_context(|| format!("could not copy {}", config.display()))?;
     }
@@ -199,17 +220,15 @@ fn download(kernel: Kernel, package: &str) -> Result<KernelImage> {
     Ok(image)
 }
 
-fn apt_download(package: &str, dir: &Path) -> Result<()> {
-    let mut cmd = Command::new("apt-get");
-    cmd.args(["download", "-q", package]).current_dir(dir);
-    if is_root() {
-        // apt drops to the `_apt` user, who cannot write into our directory; it falls back
-        // to root anyway, this just skips the warning.
-        cmd.args(["-o", "APT::Sandbox::User=root"]);
+/// The image in `usr/lib/modules/VERSION/` (`vmlinuz` or `vmlinuz.unsigned`), if any.
+fn modules_image(modules: &Path) -> Result<Option<PathBuf>> {
+    if !modules.is_dir() {
+        return Ok(None);
     }
-    util::stdout_of(&mut cmd)
-        .map(drop)
-        .with_context(|| format!("apt-get download {package} failed"))
+    let Some(version) = find_file(modules, |_| true)? else {
+        return Ok(None);
+    };
+    find_file(&version, |name| name.starts_with("vmlinuz"))
 }
 
 /// The first file in `dir` whose name satisfies `matches` (sorted, so the choice is stable).
@@ -256,6 +275,27 @@ linux-image-6.12.107+deb12-cloud-amd64-unsigned - Linux 6.12 for x86-64 cloud
             pick_newest(search).as_deref(),
             Some("linux-image-6.12.117+deb12-cloud-amd64-unsigned")
         );
+    }
+
+    #[test]
+    fn picks_the_newest_sid_7_x_image() {
+        let search = "\
+linux-binary-unsigned-7.2.9+deb14-cloud-amd64 - Linux 7.2.9 for x86-64 cloud (unsigned kernel image)
+linux-binary-unsigned-7.2.13+deb14-cloud-amd64 - Linux 7.2.13 for x86-64 cloud (unsigned kernel image)
+linux-binary-unsigned-7.10.1+deb14-cloud-amd64 - Linux 7.10.1 for x86-64 cloud (unsigned kernel image)
+";
+        assert_eq!(
+            pick_newest(search).as_deref(),
+            Some("linux-binary-unsigned-7.10.1+deb14-cloud-amd64")
+        );
+    }
+
+    #[test]
+    fn every_kernel_has_its_own_name_and_cache() {
+        let mut names = Kernel::ALL.map(Kernel::name).to_vec();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), Kernel::ALL.len());
     }
 
     #[test]

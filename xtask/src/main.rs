@@ -6,6 +6,7 @@
 //! runs commands in a guest (`vm`), runs the whole test suite (`test`), benchmarks the probes' cost
 //! (`bench`) and shows hotprof off (`demo`).
 
+mod apt_state;
 mod bench;
 mod build;
 mod fuzz;

@@ -159,7 +159,7 @@ pub fn run_tests(args: &TestArgs) -> Result<ExitCode> {
         print_checks();
         return Ok(ExitCode::SUCCESS);
     }
-    let mut results = Results::default();
+    let mut results = Results::new();
     if !results.check("setup", setup::run_all) {
         return Ok(results.finish());
     }
@@ -347,12 +347,19 @@ struct Row {
 }
 
 /// Collects check results and prints them as they come and as a table at the end.
-#[derive(Default)]
 struct Results {
     rows: Vec<Row>,
+    started: Instant,
 }
 
 impl Results {
+    fn new() -> Self {
+        Self {
+            rows: Vec::new(),
+            started: Instant::now(),
+        }
+    }
+
     /// Runs one check, prints its result and records it; returns whether it passed.
     fn check(&mut self, name: &str, check: impl FnOnce() -> Result<()>) -> bool {
         println!("\n=== {name}");
@@ -403,6 +410,7 @@ impl Results {
         }
         let passed = self.rows.iter().filter(|row| row.passed).count();
         let failed = self.rows.len() - passed;
+        println!("total time {}", secs(self.started.elapsed()));
         println!("{passed} passed, {failed} failed");
         if failed == 0 {
             ExitCode::SUCCESS

@@ -47,6 +47,9 @@ const POWEROFF_GRACE: Duration = Duration::from_secs(15);
 /// the dump to reach us under TCG. Timeouts under twice this get no watchdog.
 const WATCHDOG_MARGIN: Duration = Duration::from_secs(10);
 
+/// How long a qemu that complained about KVM may take to end by itself before it is stopped.
+const KVM_COMPLAINT_GRACE: Duration = Duration::from_secs(2);
+
 /// Console lines kept in error messages.
 const CONSOLE_TAIL: usize = 60;
 
@@ -67,6 +70,28 @@ pub enum Accel {
     Kvm,
     /// Pure emulation: slow but works everywhere.
     Tcg,
+}
+
+/// Which qemu runs the guest, which KVM device `Accel::Auto` tries, and where a KVM failure
+/// is remembered. The defaults are the real ones; a test swaps in a stand-in qemu.
+#[derive(Clone, Debug)]
+pub struct QemuSetup {
+    pub binary: PathBuf,
+    pub kvm_device: PathBuf,
+    pub kvm_marker: PathBuf,
+}
+
+impl Default for QemuSetup {
+    fn default() -> Self {
+        Self {
+            binary: PathBuf::from("qemu-system-x86_64"),
+            kvm_device: PathBuf::from("/dev/kvm"),
+            // Records that KVM failed on this machine, so later runs go straight to TCG:
+            // `/dev/kvm` can open fine and still be unable to run a guest (nested
+            // virtualization, an MSR the host refuses).
+            kvm_marker: target_dir().join("vm").join("kvm-unusable"),
+        }
+    }
 }
 
 /// One command to run in a fresh guest.
@@ -91,6 +116,7 @@ pub struct VmRun {
     pub extra_layers: Vec<PathBuf>,
     /// Guest memory in MiB.
     pub memory_mb: u32,
+    pub qemu: QemuSetup,
 }
 
 impl VmRun {
@@ -107,6 +133,7 @@ impl VmRun {
             accel: Accel::Auto,
             extra_layers: Vec::new(),
             memory_mb: 1024,
+            qemu: QemuSetup::default(),
         }
     }
 }
@@ -150,33 +177,31 @@ pub fn run(run: &VmRun) -> Result<VmOutcome> {
         .with_context(|| format!("could not create {}", run.out_dir.display()))?;
 
     remove_stale_scratch();
-    let mut accel = resolve_accel(run.accel);
+    let mut accel = resolve_accel(run.accel, &run.qemu);
     let mut boots_left = 2;
     loop {
         match attempt(run, &kernel, &base, accel)? {
-            Attempt::Finished(outcome) => return Ok(outcome),
-            Attempt::BootHung if boots_left > 1 => {
+            Verdict::Finished(outcome) => return Ok(*outcome),
+            Verdict::RetryBoot(why) if boots_left > 1 => {
                 boots_left -= 1;
-                eprintln!(
-                    "note: the guest did not boot within {} s; booting it again",
-                    BOOT_TIMEOUT.as_secs()
-                );
+                eprintln!("note: {why}; booting it again");
             }
-            Attempt::BootHung => bail!(
-                "the guest did not boot within {} s, twice",
-                BOOT_TIMEOUT.as_secs()
-            ),
-            Attempt::KvmUnusable(reason) if run.accel == Accel::Kvm => {
-                bail!("KVM was asked for but does not work here: {reason}")
+            Verdict::RetryBoot(why) => bail!("{why}, twice"),
+            Verdict::KvmUnusable(why) if run.accel == Accel::Kvm => {
+                bail!("KVM was asked for but does not work here: {why}")
             }
-            Attempt::KvmUnusable(reason) => {
-                let marker = kvm_marker();
+            Verdict::KvmUnusable(why) => {
+                let marker = &run.qemu.kvm_marker;
                 eprintln!(
-                    "note: KVM does not work here ({reason}); using TCG from now on \
+                    "note: KVM does not work here ({why}); using TCG from now on \
                      (delete {} to try KVM again)",
                     marker.display()
                 );
-                if let Err(err) = fs::write(&marker, format!("{reason}\n")) {
+                let written = marker
+                    .parent()
+                    .map_or(Ok(()), fs::create_dir_all)
+                    .and_then(|()| fs::write(marker, format!("{why}\n")));
+                if let Err(err) = written {
                     eprintln!("warning: could not write {}: {err}", marker.display());
                 }
                 accel = Accel::Tcg;
@@ -222,21 +247,15 @@ fn scratch_dir() -> Result<(tempfile::TempDir, fs::File)> {
     Ok((scratch, lock))
 }
 
-/// Records that KVM failed on this machine, so later runs go straight to TCG: `/dev/kvm` can
-/// open fine and still be unable to run a guest (e.g. under nested virtualization).
-fn kvm_marker() -> PathBuf {
-    target_dir().join("vm").join("kvm-unusable")
-}
-
-fn resolve_accel(requested: Accel) -> Accel {
+fn resolve_accel(requested: Accel, qemu: &QemuSetup) -> Accel {
     match requested {
         Accel::Auto => {
             let opens = fs::OpenOptions::new()
                 .read(true)
                 .write(true)
-                .open("/dev/kvm")
+                .open(&qemu.kvm_device)
                 .is_ok();
-            if opens && !kvm_marker().exists() {
+            if opens && !qemu.kvm_marker.exists() {
                 Accel::Kvm
             } else {
                 Accel::Tcg
@@ -246,11 +265,14 @@ fn resolve_accel(requested: Accel) -> Accel {
     }
 }
 
-enum Attempt {
-    Finished(VmOutcome),
-    /// The kernel never reached the command; worth one more boot.
-    BootHung,
-    /// KVM failed before the guest booted; worth retrying with TCG.
+/// What to do after one boot of the guest.
+#[derive(Debug)]
+enum Verdict {
+    Finished(Box<VmOutcome>),
+    /// The guest never reached the command under TCG (a TCG hiccup, an oops while the kernel
+    /// patched its own text); worth one more boot. Says what happened.
+    RetryBoot(String),
+    /// Under KVM, qemu ended or hung before the guest was ready; worth retrying with TCG.
     KvmUnusable(String),
 }
 
@@ -271,7 +293,7 @@ fn attempt(
     kernel: &kernels::KernelImage,
     base: &Path,
     accel: Accel,
-) -> Result<Attempt> {
+) -> Result<Verdict> {
     let (scratch, _lock) = scratch_dir()?;
     let marker = format!("@@xtask-{}@@", nonce());
     let initrd = scratch.path().join("initrd.cpio");
@@ -357,11 +379,21 @@ fn attempt(
             section("qemu stderr", &qemu_stderr)
         )
     };
-    match waited {
-        Wait::Done => {}
-        Wait::KvmFailed(reason) => return Ok(Attempt::KvmUnusable(reason)),
-        Wait::BootHung => return Ok(Attempt::BootHung),
-        Wait::TimedOut => {
+    let end = AttemptEnd {
+        accel,
+        waited,
+        ready: state.ready_at.is_some(),
+        exit_code: state.exit_code,
+        out_complete: state.out.is_some(),
+        qemu: QemuEnd::from_status(status),
+        qemu_stderr_tail: tail(&qemu_stderr, QEMU_STDERR_TAIL),
+        console_tail: tail(&console, 3),
+    };
+    let exit_code = match classify(&end) {
+        Ending::Finished(exit_code) => exit_code,
+        Ending::RetryBoot(why) => return Ok(Verdict::RetryBoot(why)),
+        Ending::KvmUnusable(why) => return Ok(Verdict::KvmUnusable(why)),
+        Ending::TimedOut => {
             let dump = state.hang_dump.as_deref().map_or_else(String::new, |dump| {
                 section(
                     "guest processes and their kernel stacks at the timeout",
@@ -375,41 +407,13 @@ fn attempt(
                 context()
             )
         }
-        Wait::QemuExited => {}
-    }
-    let Some(exit_code) = state.exit_code else {
-        if state.ready_at.is_none() {
-            // Died during boot, before hotprof or any test code ran. Seen under TCG: an int3
-            // oops in sched_clock_cpu while the kernel patched its own text at boot (a
-            // cross-modifying-code race of the emulator). Worth one more boot.
-            let console_tail: String = console
-                .lines()
-                .rev()
-                .take(3)
-                .collect::<Vec<_>>()
-                .join(" | ");
-            eprintln!("note: the guest died while booting ({console_tail})");
-            return Ok(Attempt::BootHung);
-        }
-        let why = if state.ready_at.is_some() {
-            "the guest died while running the command (kernel panic or oops?)"
-        } else {
-            "the guest did not boot"
-        };
-        bail!(
-            "{why}: qemu exited ({status}) without the command's exit status\n{}",
-            context()
-        );
+        Ending::Failed(why) => bail!("{why}\n{}", context()),
     };
-    let Some(out_b64) = state.out else {
-        bail!(
-            "the guest reported exit code {exit_code} but /out did not arrive complete\n{}",
-            context()
-        );
-    };
+    // `classify` finishes only runs whose /out arrived whole.
+    let out_b64 = state.out.take().unwrap_or_default();
     unpack_out(&out_b64, &run.out_dir)
         .with_context(|| format!("could not bring back the guest's /out\n{}", context()))?;
-    Ok(Attempt::Finished(VmOutcome {
+    Ok(Verdict::Finished(Box::new(VmOutcome {
         exit_code,
         stdout: String::from_utf8_lossy(&stdout).into_owned(),
         stderr: String::from_utf8_lossy(&stderr).into_owned(),
@@ -419,7 +423,132 @@ fn attempt(
         accel,
         boot_time: state.ready_at.unwrap_or(total_time),
         total_time,
-    }))
+    })))
+}
+
+/// qemu's own stderr lines kept in a verdict's one-line reason.
+const QEMU_STDERR_TAIL: usize = 3;
+
+/// How qemu's process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum QemuEnd {
+    Exited(i32),
+    Signal(i32),
+}
+
+impl QemuEnd {
+    fn from_status(status: std::process::ExitStatus) -> Self {
+        use std::os::unix::process::ExitStatusExt as _;
+        match (status.code(), status.signal()) {
+            (Some(code), _) => QemuEnd::Exited(code),
+            (None, Some(signal)) => QemuEnd::Signal(signal),
+            (None, None) => QemuEnd::Exited(-1),
+        }
+    }
+}
+
+impl std::fmt::Display for QemuEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            QemuEnd::Exited(code) => write!(f, "qemu exited with status {code}"),
+            QemuEnd::Signal(signal) => {
+                let name = match signal {
+                    libc::SIGABRT => " (SIGABRT)",
+                    libc::SIGKILL => " (SIGKILL)",
+                    libc::SIGSEGV => " (SIGSEGV)",
+                    libc::SIGTERM => " (SIGTERM)",
+                    _ => "",
+                };
+                write!(f, "qemu was killed by signal {signal}{name}")
+            }
+        }
+    }
+}
+
+/// Everything known about one boot once qemu is gone and every reader has finished.
+#[derive(Clone, Debug)]
+struct AttemptEnd {
+    accel: Accel,
+    waited: Wait,
+    /// `/init` reached the command.
+    ready: bool,
+    exit_code: Option<i32>,
+    /// The `/out` archive arrived whole.
+    out_complete: bool,
+    qemu: QemuEnd,
+    qemu_stderr_tail: String,
+    console_tail: String,
+}
+
+impl AttemptEnd {
+    /// What happened, in one line: how qemu ended and the last lines it and the console said.
+    fn story(&self) -> String {
+        let said = |what: &str, text: &str| {
+            if text.trim().is_empty() {
+                format!("{what}: (nothing)")
+            } else {
+                format!("{what}: {}", text.lines().collect::<Vec<_>>().join(" | "))
+            }
+        };
+        let how = match self.waited {
+            // Our own kill after a hang: its signal says nothing about the guest.
+            Wait::BootTimedOut => format!(
+                "the guest did not boot within {} s and was killed",
+                BOOT_TIMEOUT.as_secs()
+            ),
+            Wait::KvmComplained => "qemu complained about KVM and was stopped".to_owned(),
+            _ => self.qemu.to_string(),
+        };
+        format!(
+            "{how}; {}; {}",
+            said("qemu's stderr", &self.qemu_stderr_tail),
+            said("console", &self.console_tail)
+        )
+    }
+}
+
+/// How one boot ended.
+#[derive(Debug, PartialEq)]
+enum Ending {
+    /// The command ran and `/out` came back: its exit code.
+    Finished(i32),
+    RetryBoot(String),
+    KvmUnusable(String),
+    /// The command ran past the timeout (the watchdog's dump, if any, is in the state).
+    TimedOut,
+    /// The harness cannot go on: the reason, without the transcript.
+    Failed(String),
+}
+
+/// Sorts every way a boot can end. Under KVM, *any* end before the guest is ready — an exit,
+/// an abort, a signal, a closed console, a boot that hangs — means KVM does not work here
+/// (seen: qemu aborting on `failed to set MSR 0x10a` while `/dev/kvm` opens fine). Under
+/// TCG the same is a boot that is worth one more try.
+fn classify(end: &AttemptEnd) -> Ending {
+    if !end.ready {
+        if matches!(end.waited, Wait::TimedOut) {
+            return Ending::TimedOut;
+        }
+        let story = end.story();
+        return match end.accel {
+            Accel::Kvm => Ending::KvmUnusable(story),
+            Accel::Auto | Accel::Tcg => {
+                Ending::RetryBoot(format!("the guest died while booting ({story})"))
+            }
+        };
+    }
+    match (end.exit_code, end.out_complete, &end.waited) {
+        (Some(code), true, _) => Ending::Finished(code),
+        (_, _, Wait::TimedOut) => Ending::TimedOut,
+        (None, _, _) => Ending::Failed(format!(
+            "the guest died while running the command (kernel panic or oops?): {}",
+            end.story()
+        )),
+        (Some(code), false, _) => Ending::Failed(format!(
+            "the guest reported exit code {code} but /out did not arrive complete: {}",
+            end.story()
+        )),
+    }
 }
 
 /// The qemu command line: a minimal PC with the kernel console on the first serial port (our
@@ -440,7 +569,7 @@ fn qemu_command(
         cmdline.push(' ');
         cmdline.push_str(extra);
     }
-    let mut qemu = Command::new("qemu-system-x86_64");
+    let mut qemu = Command::new(&run.qemu.binary);
     qemu.args(["-nodefaults", "-display", "none", "-no-reboot"])
         .args([
             "-m",
@@ -494,13 +623,18 @@ impl Progress {
     }
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Wait {
     /// The guest reported everything.
     Done,
+    /// qemu exited or closed the console on its own.
     QemuExited,
+    /// The run's deadline passed (or the guest's watchdog fired).
     TimedOut,
-    BootHung,
-    KvmFailed(String),
+    /// The guest was not ready within [`BOOT_TIMEOUT`]; qemu was killed.
+    BootTimedOut,
+    /// Under KVM, qemu complained about KVM before the guest was ready; qemu was killed.
+    KvmComplained,
 }
 
 /// Follows the console until the guest has reported everything, qemu exits, the deadline
@@ -530,22 +664,24 @@ fn wait_for_guest(
             let _ = wait_until(child, Instant::now() + POWEROFF_GRACE);
             return Wait::Done;
         }
-        if accel == Accel::Kvm && state.ready_at.is_none() {
-            let complaint = lock_text(qemu_stderr);
-            if let Some(line) = complaint
-                .lines()
-                .find(|line| line.to_ascii_lowercase().contains("kvm"))
-            {
-                return Wait::KvmFailed(line.trim().to_owned());
-            }
+        // qemu may complain and keep running (a vCPU stuck, no console): no need to wait
+        // for the boot timeout.
+        if accel == Accel::Kvm
+            && state.ready_at.is_none()
+            && lock_text(qemu_stderr).to_ascii_lowercase().contains("kvm")
+        {
+            // A qemu about to abort gets to end on its own, so its end is reported as it was.
+            return if wait_until(child, Instant::now() + KVM_COMPLAINT_GRACE) {
+                Wait::QemuExited
+            } else {
+                Wait::KvmComplained
+            };
         }
         if matches!(child.try_wait(), Ok(Some(_))) {
             return Wait::QemuExited;
         }
         if state.ready_at.is_none() && started.elapsed() > BOOT_TIMEOUT.min(run.timeout) {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Wait::BootHung;
+            return Wait::BootTimedOut;
         }
         // The watchdog fires a little before the deadline: no need to wait for it.
         if Instant::now() >= deadline || state.hang_dump.is_some() {
@@ -927,6 +1063,118 @@ mod tests {
         assert_eq!(
             fs::read_to_string(dir.path().join("r.json")).expect("file"),
             "{}"
+        );
+    }
+
+    /// A boot that ended before the guest was ready, qemu's stderr as seen in the field.
+    fn early_end(accel: Accel, waited: Wait, qemu: QemuEnd) -> AttemptEnd {
+        AttemptEnd {
+            accel,
+            waited,
+            ready: false,
+            exit_code: None,
+            out_complete: false,
+            qemu,
+            qemu_stderr_tail: "qemu-system-x86_64: error: failed to set MSR 0x10a to 0x69\n\
+                kvm_buf_set_msrs: Assertion `ret == cpu->kvm_msr_buf->nmsrs' failed."
+                .into(),
+            console_tail: String::new(),
+        }
+    }
+
+    fn ran(exit_code: Option<i32>, out_complete: bool, waited: Wait) -> AttemptEnd {
+        AttemptEnd {
+            ready: true,
+            exit_code,
+            out_complete,
+            ..early_end(Accel::Kvm, waited, QemuEnd::Exited(0))
+        }
+    }
+
+    #[test]
+    fn under_kvm_any_end_before_ready_is_a_kvm_failure() {
+        let abort = QemuEnd::Signal(libc::SIGABRT);
+        for (waited, qemu) in [
+            (Wait::QemuExited, abort),
+            (Wait::QemuExited, QemuEnd::Exited(1)),
+            (Wait::QemuExited, QemuEnd::Exited(0)),
+            (Wait::BootTimedOut, QemuEnd::Signal(libc::SIGKILL)),
+            (Wait::KvmComplained, QemuEnd::Signal(libc::SIGKILL)),
+        ] {
+            let ending = classify(&early_end(Accel::Kvm, waited, qemu));
+            let Ending::KvmUnusable(why) = ending else {
+                panic!("{waited:?}/{qemu:?}: {ending:?}");
+            };
+            assert!(why.contains("failed to set MSR 0x10a"), "{why}");
+            assert!(!why.contains('\n'), "{why}");
+        }
+    }
+
+    #[test]
+    fn the_reason_says_how_qemu_ended() {
+        let abort = early_end(Accel::Kvm, Wait::QemuExited, QemuEnd::Signal(libc::SIGABRT));
+        assert!(
+            abort
+                .story()
+                .starts_with("qemu was killed by signal 6 (SIGABRT);")
+        );
+        let exit = early_end(Accel::Kvm, Wait::QemuExited, QemuEnd::Exited(1));
+        assert!(exit.story().starts_with("qemu exited with status 1;"));
+        let hung = early_end(
+            Accel::Tcg,
+            Wait::BootTimedOut,
+            QemuEnd::Signal(libc::SIGKILL),
+        );
+        assert!(
+            hung.story()
+                .starts_with("the guest did not boot within 90 s")
+        );
+        let silent = AttemptEnd {
+            qemu_stderr_tail: String::new(),
+            ..exit
+        };
+        assert!(silent.story().contains("qemu's stderr: (nothing)"));
+    }
+
+    #[test]
+    fn under_tcg_an_end_before_ready_is_worth_one_more_boot() {
+        for waited in [Wait::QemuExited, Wait::BootTimedOut] {
+            let ending = classify(&early_end(Accel::Tcg, waited, QemuEnd::Exited(0)));
+            assert!(
+                matches!(&ending, Ending::RetryBoot(why) if why.starts_with("the guest died while booting (")),
+                "{ending:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn once_ready_the_ending_is_the_guests() {
+        assert_eq!(
+            classify(&ran(Some(3), true, Wait::Done)),
+            Ending::Finished(3)
+        );
+        // qemu exiting right after sending everything is the normal poweroff.
+        assert_eq!(
+            classify(&ran(Some(0), true, Wait::QemuExited)),
+            Ending::Finished(0)
+        );
+        assert_eq!(
+            classify(&ran(None, false, Wait::TimedOut)),
+            Ending::TimedOut
+        );
+        assert_eq!(
+            classify(&ran(Some(0), false, Wait::TimedOut)),
+            Ending::TimedOut
+        );
+        let died = classify(&ran(None, false, Wait::QemuExited));
+        assert!(
+            matches!(&died, Ending::Failed(why) if why.starts_with("the guest died while running")),
+            "{died:?}"
+        );
+        let partial = classify(&ran(Some(0), false, Wait::QemuExited));
+        assert!(
+            matches!(&partial, Ending::Failed(why) if why.contains("did not arrive complete")),
+            "{partial:?}"
         );
     }
 
