@@ -87,52 +87,70 @@ pub struct KernelImage {
     pub vmlinuz: PathBuf,
 }
 
-/// Returns the newest kernel of the series, downloading it if the cache does not hold it.
-/// When apt cannot tell or fetch anything newer but an older download is cached, that one is
-/// used with a warning, so a flaky mirror does not stop offline work.
+/// How many packages, newest first, are tried before giving up: a mirror can list a package
+/// it does not serve (seen: bullseye-security's newest `-unsigned` 5.10 image, 404).
+const CANDIDATES_TRIED: usize = 4;
+
+/// Returns the newest kernel of the series that the mirror serves, downloading it if the cache
+/// does not hold it. When apt cannot tell or fetch anything newer but an older download is
+/// cached, that one is used with a warning, so a flaky mirror does not stop offline work.
 pub fn ensure(kernel: Kernel) -> Result<KernelImage> {
     let cached = cached(kernel);
-    let newest = match newest_package(kernel) {
-        Ok(newest) => newest,
-        Err(err) => match cached {
-            Some(image) => {
-                eprintln!(
-                    "warning: {err:#}\n  using the cached {} instead",
-                    image.package
-                );
-                return Ok(image);
-            }
-            None => return Err(err),
-        },
-    };
-    if let Some(image) = &cached
-        && image.package == newest
-    {
-        return Ok(image.clone());
-    }
-    // A stale package list names a version the mirror already dropped: refresh the lists
-    // once, look again and retry.
-    let fetched = download(kernel, &newest).or_else(|first| {
-        apt_state::update(true).context(first)?;
-        let newest = newest_package(kernel)?;
-        match &cached {
-            Some(image) if image.package == newest => Ok(image.clone()),
-            _ => download(kernel, &newest),
-        }
+    // A stale package list names versions the mirror already dropped: on failure, refresh
+    // the lists once and look again.
+    let fetched = fetch_newest(kernel, cached.as_ref()).or_else(|first| {
+        apt_state::update(true).context(format!("{first:#}"))?;
+        fetch_newest(kernel, cached.as_ref())
     });
-    match fetched {
-        Ok(image) => Ok(image),
-        Err(err) => match cached {
-            Some(image) => {
-                eprintln!(
-                    "warning: could not fetch the newest {kernel} kernel: {err:#}\n  using the cached {} instead",
-                    image.package
-                );
-                Ok(image)
-            }
-            None => Err(err),
-        },
+    match (fetched, cached) {
+        (Ok(image), _) => Ok(image),
+        (Err(err), Some(image)) => {
+            eprintln!(
+                "warning: could not fetch the newest {kernel} kernel: {err:#}\n  using the cached {} instead",
+                image.package
+            );
+            Ok(image)
+        }
+        (Err(err), None) => Err(err),
     }
+}
+
+/// The newest candidate the cache holds or the mirror serves.
+fn fetch_newest(kernel: Kernel, cached: Option<&KernelImage>) -> Result<KernelImage> {
+    let candidates = candidates(kernel)?;
+    let mut failures = Vec::new();
+    for package in candidates.iter().take(CANDIDATES_TRIED) {
+        // The signed and unsigned images of one version boot the same under qemu.
+        if let Some(image) = cached.filter(|image| same_version(&image.package, package)) {
+            return Ok(image.clone());
+        }
+        match download(kernel, package) {
+            Ok(image) => return Ok(image),
+            Err(err) => {
+                eprintln!("note: {err:#}");
+                failures.push(package.as_str());
+            }
+        }
+    }
+    anyhow::bail!(
+        "the mirror served none of the newest {kernel} kernels: {}",
+        failures.join(", ")
+    )
+}
+
+/// Packages matching the series' pattern, newest first, refreshing our lists once if they
+/// know none (the suite may have moved on since they were fetched).
+fn candidates(kernel: Kernel) -> Result<Vec<String>> {
+    let pattern = kernel.package_pattern();
+    let mut found = newest_first(&apt_state::search(pattern)?);
+    if found.is_empty() {
+        apt_state::update(true)?;
+        found = newest_first(&apt_state::search(pattern)?);
+    }
+    if found.is_empty() {
+        anyhow::bail!("apt knows no package matching {pattern} (the {kernel} kernel)");
+    }
+    Ok(found)
 }
 
 fn cached(kernel: Kernel) -> Option<KernelImage> {
@@ -145,27 +163,23 @@ fn cached(kernel: Kernel) -> Option<KernelImage> {
     })
 }
 
-/// The newest package matching the series' pattern, refreshing our lists once if they know
-/// none (the suite may have moved on since they were fetched).
-fn newest_package(kernel: Kernel) -> Result<String> {
-    let pattern = kernel.package_pattern();
-    if let Some(newest) = pick_newest(&apt_state::search(pattern)?) {
-        return Ok(newest);
-    }
-    apt_state::update(true)?;
-    pick_newest(&apt_state::search(pattern)?)
-        .with_context(|| format!("apt knows no package matching {pattern} (the {kernel} kernel)"))
-}
-
-/// Picks the newest package name from `apt-cache search` output (`name - description` lines):
-/// the highest version numbers win, and the unsigned image wins a tie with the signed one
-/// (both boot the same under qemu, the unsigned one has no shim dependencies).
-fn pick_newest(search_output: &str) -> Option<String> {
-    search_output
+/// Package names from `apt-cache search` output (`name - description` lines), newest first:
+/// the highest version numbers win, and the unsigned image goes before the signed one of the
+/// same version (both boot the same under qemu, the unsigned one has no shim dependencies).
+fn newest_first(search_output: &str) -> Vec<String> {
+    let mut names = search_output
         .lines()
         .filter_map(|line| line.split_whitespace().next())
-        .max_by_key(|name| (version_key(name), name.ends_with("-unsigned")))
         .map(str::to_owned)
+        .collect::<Vec<_>>();
+    names.sort_by_key(|name| (version_key(name), name.ends_with("-unsigned")));
+    names.reverse();
+    names
+}
+
+/// Whether two package names are the same kernel version (signed or not).
+fn same_version(a: &str, b: &str) -> bool {
+    version_key(a) == version_key(b)
 }
 
 /// The numbers in a package name, in order: `linux-image-6.1.0-57-cloud-amd64` → 6,1,0,57,64.
@@ -193,7 +207,12 @@ fn download(kernel: Kernel, package: &str) -> Result<KernelImage> {
     extract.arg("-x").arg(&deb).arg(&root);
     util::stdout_of(&mut extract).with_context(|| format!("could not unpack {}", deb.display()))?;
     let boot = root.join("boot");
-    let vmlinuz = match find_file(&boot, |name| name.starts_with("vmlinuz-"))? {
+    let in_boot = if boot.is_dir() {
+        find_file(&boot, |name| name.starts_with("vmlinuz-"))?
+    } else {
+        None
+    };
+    let vmlinuz = match in_boot {
         Some(vmlinuz) => vmlinuz,
         // sid's linux-binary-unsigned-*: usr/lib/modules/VERSION/vmlinuz.unsigned.
         None => modules_image(&root.join("usr/lib/modules"))?
@@ -259,7 +278,7 @@ linux-image-6.1.0-57-cloud-amd64-unsigned - Linux 6.1 for x86-64 cloud
 linux-image-6.1.0-56-cloud-amd64-unsigned - Linux 6.1 for x86-64 cloud
 ";
         assert_eq!(
-            pick_newest(search).as_deref(),
+            newest_first(search).first().map(String::as_str),
             Some("linux-image-6.1.0-57-cloud-amd64-unsigned")
         );
     }
@@ -272,7 +291,7 @@ linux-image-6.12.117+deb12-cloud-amd64-unsigned - Linux 6.12 for x86-64 cloud
 linux-image-6.12.107+deb12-cloud-amd64-unsigned - Linux 6.12 for x86-64 cloud
 ";
         assert_eq!(
-            pick_newest(search).as_deref(),
+            newest_first(search).first().map(String::as_str),
             Some("linux-image-6.12.117+deb12-cloud-amd64-unsigned")
         );
     }
@@ -285,7 +304,7 @@ linux-binary-unsigned-7.2.13+deb14-cloud-amd64 - Linux 7.2.13 for x86-64 cloud (
 linux-binary-unsigned-7.10.1+deb14-cloud-amd64 - Linux 7.10.1 for x86-64 cloud (unsigned kernel image)
 ";
         assert_eq!(
-            pick_newest(search).as_deref(),
+            newest_first(search).first().map(String::as_str),
             Some("linux-binary-unsigned-7.10.1+deb14-cloud-amd64")
         );
     }
@@ -299,7 +318,28 @@ linux-binary-unsigned-7.10.1+deb14-cloud-amd64 - Linux 7.10.1 for x86-64 cloud (
     }
 
     #[test]
-    fn nothing_found_is_none() {
-        assert_eq!(pick_newest(""), None);
+    fn nothing_found_is_empty() {
+        assert!(newest_first("").is_empty());
+    }
+
+    #[test]
+    fn the_signed_image_follows_the_unsigned_one_of_its_version() {
+        let search = "\
+linux-image-5.10.0-45-cloud-amd64-unsigned - Linux 5.10 for x86-64 cloud
+linux-image-5.10.0-46-cloud-amd64 - Linux 5.10 for x86-64 cloud (signed)
+linux-image-5.10.0-46-cloud-amd64-unsigned - Linux 5.10 for x86-64 cloud
+";
+        assert_eq!(
+            newest_first(search),
+            [
+                "linux-image-5.10.0-46-cloud-amd64-unsigned",
+                "linux-image-5.10.0-46-cloud-amd64",
+                "linux-image-5.10.0-45-cloud-amd64-unsigned",
+            ]
+        );
+        assert!(same_version(
+            "linux-image-5.10.0-46-cloud-amd64",
+            "linux-image-5.10.0-46-cloud-amd64-unsigned"
+        ));
     }
 }
