@@ -12,7 +12,9 @@
 //! - a long-lived `sleeper` (1 ms sleeps: do_nanosleep frames open at most snapshots);
 //! - a loop of short-lived `tmpfs_write` + `sleep` processes, and one of `hammer` (2 threads,
 //!   5 s) and `syscall_lat`: tasks come and go all the time, each with new stacks;
-//! - every ~10 s, hotprof's VmRSS from /proc/PID/status into /out/rss.txt.
+//! - every ~10 s, hotprof's VmRSS from /proc/PID/status into /out/rss.txt;
+//! - every ~0.7 s, the latest `--- interval N` header in hotprof's output, between two reads
+//!   of /proc/uptime, into /out/progress.txt: the guest's clock, which hotprof does not write.
 //!
 //! What is asserted, with the figures printed so they can be quoted:
 //! - RSS flat: after a 30 s warm-up, no sample (the last included) is more than
@@ -27,8 +29,9 @@
 //!   [`STACK_ENTRIES_PER_PROCESS`] per process started plus the long-lived ones, and none lost
 //!   to a full map;
 //! - no missed intervals: 600 reports (±1: the 600th slot races the deadline), the n-th at or
-//!   after n s (one report per slot), each covering exactly the time since the previous one
-//!   (no gap in coverage), the last before slot count + 1 (no slot skipped), the median time
+//!   after n s (one report per slot), their `duration_ns` laid end to end keeping step with the
+//!   guest's clock (no time uncovered, none counted twice: see [`ClockCheck`]), the last
+//!   before slot count + 1 (no slot skipped), the median time
 //!   between reports 1 s ± 50 ms, and hotprof's own CPU per report not growing (last minute's
 //!   median ≤ 1.5 × the first minute's after warm-up). How late
 //!   reports came (gap quantiles, furthest behind its slot) is printed, not asserted: in a TCG
@@ -37,7 +40,7 @@
 use std::fs;
 use std::time::Duration;
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Context, Result, bail, ensure};
 use serde_json::Value;
 
 use crate::scenarios::{Ctx, Scenario};
@@ -70,28 +73,48 @@ const STACK_ENTRIES_BASE: u64 = 256;
 /// A report this much after the previous one counts as late in the printed figures. Late
 /// reports are normal in a busy TCG guest on a shared host (runs here saw gaps up to 3.9 s
 /// with the next reports back-to-back to catch up: tokio's interval keeps the 1 s grid and
-/// each report covers exactly the time since the previous one), so lateness is printed, not
-/// asserted; what is asserted is that no slot lacks a report and no time goes uncovered.
+/// each report covers the time since the previous one), so lateness is printed, not asserted;
+/// what is asserted is that no slot lacks a report and no time goes uncovered.
 const LATE_GAP: Duration = Duration::from_millis(1100);
 /// Reports are timestamped after reading the maps, so never before their slot; this allows
 /// for the start instant being taken a little before the ticker's.
 const SLOT_TOLERANCE: Duration = Duration::from_millis(50);
 /// The median time between reports: 1 s within this.
 const MEDIAN_GAP_TOLERANCE: Duration = Duration::from_millis(50);
+/// /proc/uptime's resolution (it prints hundredths, truncated): the only allowance the guest
+/// clock check makes besides each report's own time.
+const GUEST_CLOCK_RESOLUTION: f64 = 0.01;
+/// The guest looks every ~0.7 s (~850 looks, fewer when TCG stalls it): fewer than one look
+/// per this many reports means the looking loop broke, and the clock check would prove little.
+const MAX_REPORTS_PER_LOOK: u64 = 4;
 /// hotprof's own CPU time per report must not grow: the median over the last minute at most
 /// this many times the median over the first minute after warm-up. (Its absolute size is
 /// emulation time under TCG — ~0.24 s median in the third run, mostly one map lookup per
 /// histogram bucket — so only this ratio is asserted; the quantiles are printed.)
 const MAX_REPORT_CPU_GROWTH: f64 = 1.5;
 
-/// The guest script. Every loop iteration starts two processes and appends a line to
-/// /tmp/started, so the stack-totals bound can be computed from what really ran.
+/// The guest script. Every workload loop iteration starts two processes and appends a line
+/// to /tmp/started, and every look of the clock loop starts three (tail, awk, sleep) and
+/// appends a line to /out/progress.txt, so the stack-totals bound can be computed from what
+/// really ran.
+///
+/// The clock loop reads /proc/uptime before and after finding the latest report header in
+/// the end of hotprof's output (a report is a few kB); 0.7 s apart plus the look's own time,
+/// out of step with the 1 s reports, so its looks fall at every phase of them.
 fn script() -> String {
     format!(
         r#"
 hotprof --fn vfs_write --fn do_nanosleep --stacks --interval 1s --duration {SOAK_SECONDS}s \
   --no-calibrate --json /out/soak.json > /tmp/soak.txt 2>&1 &
 hp=$!
+(while kill -0 $hp 2> /dev/null; do
+  read before _ < /proc/uptime
+  latest=$(tail -c 32768 /tmp/soak.txt | awk '/^--- interval /{{ n = $3 }} END {{ print n }}')
+  read after _ < /proc/uptime
+  echo "$before $after $latest" >> /out/progress.txt
+  sleep 0.7
+done) &
+clock=$!
 for i in $(seq 1 120); do grep -q attached /tmp/soak.txt && break; sleep 1; done
 sleeper 10000000 1000 > /dev/null &
 long=$!
@@ -106,10 +129,11 @@ while kill -0 $hp 2> /dev/null; do
 done
 wait $hp
 echo "hotprof_exit=$?"
+wait $clock
 touch /tmp/stop
 kill $long
 wait $writers $hammers
-echo "started=$(( $(wc -l < /tmp/started) * 2 ))"
+echo "started=$(( $(wc -l < /tmp/started) * 2 + $(wc -l < /out/progress.txt) * 3 ))"
 grep -E '^(--- interval|maps:)' /tmp/soak.txt > /out/maps.txt
 tail -n 40 /tmp/soak.txt
 "#
@@ -132,7 +156,9 @@ fn soak(ctx: &mut Ctx) -> Result<()> {
     let rss = fs::read_to_string(&rss_path).context("the guest left no /out/rss.txt")?;
     let maps = fs::read_to_string(guest.outcome.out_dir.join("maps.txt"))
         .context("the guest left no /out/maps.txt")?;
-    let figures = SoakFigures::measure(&recording, &rss, started)?;
+    let progress = fs::read_to_string(guest.outcome.out_dir.join("progress.txt"))
+        .context("the guest left no /out/progress.txt")?;
+    let figures = SoakFigures::measure(&recording, &rss, &progress, started)?;
     println!("{}", figures.summary());
     ensure!(
         maps.lines().filter(|l| l.starts_with("maps: ")).count() as u64 == figures.intervals,
@@ -153,9 +179,8 @@ pub struct SoakFigures {
     pub max_lateness: Duration,
     /// Reports made before their slot (must be none: one report per slot).
     pub early_reports: usize,
-    /// Reports whose `duration_ns` does not join the previous one's end to their own: time
-    /// no report covered (must be none).
-    pub uncovered_reports: usize,
+    /// The intervals' `duration_ns`, laid end to end, against the guest's clock.
+    pub clock: ClockCheck,
     pub last_elapsed: Duration,
     /// hotprof's own CPU time per report.
     pub report_cpu: Quantiles,
@@ -216,10 +241,90 @@ impl Quantiles {
     }
 }
 
+/// What the guest's clock says of the intervals' coverage.
+///
+/// hotprof computes each `duration_ns` as the difference of its own timestamps, so comparing
+/// the two proves nothing; the guest script's looks at hotprof's output do not come from
+/// hotprof. A look at uptime `before`..`after` that found report n as the latest says: report
+/// n's header was in the file by `after`, report n + 1's not yet by `before`. With `c(n)` the
+/// sum of the first n `duration_ns` (the time the reports claim to cover, from hotprof's
+/// start at an unknown uptime S), report n's header is written at uptime S + c(n) + at most
+/// `report_ns(n)` (the header goes out after the timestamp, before the report's end), so
+/// every look bounds S: `before − c(n+1) − report_ns(n+1) < S ≤ after − c(n)`. All the looks
+/// must agree on some S. Pairs that cannot are measured two ways, each allowed only
+/// /proc/uptime's truncation ([`GUEST_CLOCK_RESOLUTION`]):
+/// - `ahead`: an earlier look's lower bound above a later one's upper bound: the reports
+///   between them claim more time than the guest clock saw pass (time counted twice);
+/// - `behind`: a later look's lower bound above an earlier one's upper bound: the guest clock
+///   saw more time pass than the reports between them cover (time no report covered).
+///
+/// Both are the largest such excess in seconds; negative is the margin left.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ClockCheck {
+    pub looks: usize,
+    pub ahead: f64,
+    pub behind: f64,
+}
+
+impl ClockCheck {
+    /// `duration_ns` and `report_ns` of each report in order; `progress`: the guest's lines
+    /// `BEFORE AFTER LATEST` (`LATEST` missing before the first report).
+    fn measure(durations_ns: &[u64], report_ns: &[u64], progress: &str) -> Result<Self> {
+        let mut covered_until = vec![0.0];
+        for &ns in durations_ns {
+            covered_until.push(covered_until[covered_until.len() - 1] + ns as f64 / 1e9);
+        }
+        let mut ahead = f64::NEG_INFINITY;
+        let mut behind = f64::NEG_INFINITY;
+        let mut highest_lower = f64::NEG_INFINITY;
+        let mut lowest_upper = f64::INFINITY;
+        let mut looks = 0;
+        for line in progress.lines().filter(|line| !line.trim().is_empty()) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let [before, after, latest] = fields[..] else {
+                // `BEFORE AFTER`: no report header in sight yet, which proves little.
+                if fields.len() == 2 {
+                    continue;
+                }
+                bail!("bad progress line {line:?}");
+            };
+            let (Ok(before), Ok(after), Ok(latest)) = (
+                before.parse::<f64>(),
+                after.parse::<f64>(),
+                latest.parse::<usize>(),
+            ) else {
+                bail!("bad progress line {line:?}");
+            };
+            ensure!(
+                latest < covered_until.len(),
+                "the guest saw report {latest}, the recording has {}",
+                durations_ns.len()
+            );
+            looks += 1;
+            let upper = after - covered_until[latest];
+            // After the last report nothing bounds S from below.
+            let lower = (latest < durations_ns.len())
+                .then(|| before - covered_until[latest + 1] - report_ns[latest] as f64 / 1e9);
+            if let Some(lower) = lower {
+                behind = behind.max(lower - lowest_upper);
+                highest_lower = highest_lower.max(lower);
+            }
+            ahead = ahead.max(highest_lower - upper);
+            lowest_upper = lowest_upper.min(upper);
+        }
+        Ok(Self {
+            looks,
+            ahead,
+            behind,
+        })
+    }
+}
+
 impl SoakFigures {
-    /// `recording`: hotprof's `--json`; `rss`: lines `UPTIME_S RSS_KB`; `started`: processes
-    /// the workload loops started.
-    pub fn measure(recording: &Value, rss: &str, started: u64) -> Result<Self> {
+    /// `recording`: hotprof's `--json`; `rss`: lines `UPTIME_S RSS_KB`; `progress`: the
+    /// guest's looks at hotprof's output (see [`ClockCheck`]); `started`: processes the
+    /// workload loops started.
+    pub fn measure(recording: &Value, rss: &str, progress: &str, started: u64) -> Result<Self> {
         let intervals = recording["intervals"]
             .as_array()
             .context("the recording has no intervals array")?;
@@ -231,7 +336,8 @@ impl SoakFigures {
         let mut gaps = Vec::new();
         let mut report_cpu = Vec::new();
         let mut report_wall = Vec::new();
-        let (mut late_reports, mut early_reports, mut uncovered_reports) = (0, 0, 0);
+        let mut durations = Vec::new();
+        let (mut late_reports, mut early_reports) = (0, 0);
         let mut max_lateness = Duration::ZERO;
         let mut previous_end = 0;
         let mut max_task_entries = 0;
@@ -240,11 +346,8 @@ impl SoakFigures {
         let mut calls = 0;
         for (slot, interval) in (1u64..).zip(intervals) {
             let elapsed = nanos(interval, "elapsed_ns")?;
-            let covered = nanos(interval, "duration_ns")?;
+            durations.push(nanos(interval, "duration_ns")?);
             let gap = Duration::from_nanos(elapsed.saturating_sub(previous_end));
-            if covered.abs_diff(elapsed.saturating_sub(previous_end)) > 1_000 {
-                uncovered_reports += 1;
-            }
             previous_end = elapsed;
             gaps.push(gap);
             late_reports += usize::from(gap > LATE_GAP);
@@ -275,13 +378,15 @@ impl SoakFigures {
             "only {} RSS samples after the {WARM_UP_SECONDS} s warm-up",
             after_warm_up.len()
         );
+        let report_ns: Vec<u64> = report_wall.iter().map(|d| d.as_nanos() as u64).collect();
+        let clock = ClockCheck::measure(&durations, &report_ns, progress)?;
         Ok(Self {
             intervals: intervals.len() as u64,
             gap: Quantiles::of(gaps),
             late_reports,
             max_lateness,
             early_reports,
-            uncovered_reports,
+            clock,
             last_elapsed: Duration::from_nanos(previous_end),
             report_cpu_first_minute: Quantiles::of(
                 report_cpu.iter().skip(30).take(60).copied().collect(),
@@ -316,7 +421,9 @@ impl SoakFigures {
     /// The figures, one line each, for the test output.
     pub fn summary(&self) -> String {
         format!(
-            "  intervals {} (want {SOAK_SECONDS} ±1), last at {:.2} s; none uncovered: {}, none early: {}\n  \
+            "  intervals {} (want {SOAK_SECONDS} ±1), last at {:.2} s; none early: {}\n  \
+             durations laid end to end vs the guest clock ({} looks): at most {:+.0} ms ahead, \
+             {:+.0} ms behind (limit +{:.0} ms each; negative = margin)\n  \
              gap between reports {}; {} later than {:.1} s; furthest behind its slot {:.2} s\n  \
              hotprof's own CPU per report {}; median first minute after warm-up {:.3} s, last minute {:.3} s \
              (limit ×{MAX_REPORT_CPU_GROWTH}); wall per report {}\n  \
@@ -327,8 +434,11 @@ impl SoakFigures {
              calls timed in intervals {}",
             self.intervals,
             self.last_elapsed.as_secs_f64(),
-            self.uncovered_reports,
             self.early_reports,
+            self.clock.looks,
+            self.clock.ahead * 1e3,
+            self.clock.behind * 1e3,
+            GUEST_CLOCK_RESOLUTION * 1e3,
             self.gap.show(),
             self.late_reports,
             LATE_GAP.as_secs_f64(),
@@ -365,9 +475,20 @@ impl SoakFigures {
             self.intervals
         );
         ensure!(
-            self.uncovered_reports == 0,
-            "{} reports do not start where the previous one ended: time no report covered",
-            self.uncovered_reports
+            self.clock.looks as u64 * MAX_REPORTS_PER_LOOK >= self.intervals,
+            "the guest looked at hotprof's progress only {} times in {} reports",
+            self.clock.looks,
+            self.intervals
+        );
+        ensure!(
+            self.clock.behind <= GUEST_CLOCK_RESOLUTION,
+            "the guest clock saw {:.3} s pass that no report covered",
+            self.clock.behind
+        );
+        ensure!(
+            self.clock.ahead <= GUEST_CLOCK_RESOLUTION,
+            "the reports covered {:.3} s more than the guest clock saw pass",
+            self.clock.ahead
         );
         ensure!(
             self.early_reports == 0,
@@ -455,6 +576,32 @@ mod tests {
         serde_json::json!({"intervals": intervals, "losses": {"stack_totals_full": 0}})
     }
 
+    /// What the guest's clock loop writes for `recording` if its reports really came at their
+    /// `elapsed_ns` (each header 5 ms after it) from an uptime of 12.34 s: a look every 0.73 s
+    /// (the script sleeps 0.7 s, plus the look's own time), 20 ms each, uptime truncated to
+    /// hundredths, `BEFORE AFTER` alone before the first header.
+    fn looks(recording: &Value) -> String {
+        let start = 12.34;
+        let printed: Vec<f64> = recording["intervals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| start + i["elapsed_ns"].as_u64().unwrap() as f64 / 1e9 + 0.005)
+            .collect();
+        let uptime = |at: f64| (at * 100.0).floor() / 100.0;
+        let mut out = String::new();
+        let mut at = start + 0.2;
+        while at < printed.last().unwrap_or(&start) + 1.0 {
+            let (before, after) = (uptime(at), uptime(at + 0.02));
+            match printed.iter().filter(|&&p| p <= at + 0.01).count() {
+                0 => out += &format!("{before:.2} {after:.2} \n"),
+                latest => out += &format!("{before:.2} {after:.2} {latest}\n"),
+            }
+            at += 0.73;
+        }
+        out
+    }
+
     fn rss(first: u64, last: u64) -> String {
         (0..60)
             .map(|i| format!("{}.5 {}\n", 100 + i * 10, if i < 59 { first } else { last }))
@@ -463,19 +610,29 @@ mod tests {
 
     #[test]
     fn a_healthy_soak_passes() {
-        let figures = SoakFigures::measure(&recording(600, 1000, 3, 2000), &rss(9000, 9100), 1000)
+        let healthy = recording(600, 1000, 3, 2000);
+        let figures = SoakFigures::measure(&healthy, &rss(9000, 9100), &looks(&healthy), 1000)
             .expect("parses");
         assert_eq!(figures.intervals, 600);
         assert_eq!(figures.rss_first_kb, 9000);
         assert_eq!(figures.calls, 6000);
         figures.check().expect("healthy");
         assert!(figures.summary().contains("intervals 600"));
+        assert!(figures.clock.looks > 800, "{:?}", figures.clock);
+        // The margins are about the looks' 20 ms and the 25 ms between a header and its
+        // report's end: the check is tight, not vacuous.
+        assert!(
+            figures.clock.ahead < 0.0 && figures.clock.ahead > -0.1,
+            "{:?}",
+            figures.clock
+        );
+        assert!(figures.clock.behind < 0.0 && figures.clock.behind > -0.1);
     }
 
     #[test]
     fn each_kind_of_rot_fails() {
         let check = |rec: Value, rss: String| {
-            SoakFigures::measure(&rec, &rss, 100)
+            SoakFigures::measure(&rec, &rss, &looks(&rec), 100)
                 .and_then(|f| f.check())
                 .expect_err("must fail")
                 .to_string()
@@ -490,10 +647,24 @@ mod tests {
         }
         list[300]["duration_ns"] = 2_000_000_000u64.into();
         assert!(check(skipped, rss(9000, 9000)).contains("a slot had no report"));
-        // Time between two reports that neither covers.
+        // Time between two reports that neither covers: a second by the guest's clock, half of
+        // it claimed. Its timestamps (elapsed_ns) are left alone: the clock check does not
+        // read them, so it catches what a timestamp-difference check could not.
         let mut hole = recording(600, 1000, 3, 10);
         hole["intervals"][10]["duration_ns"] = 500_000_000u64.into();
-        assert!(check(hole, rss(9000, 9000)).contains("covered"));
+        assert!(check(hole, rss(9000, 9000)).contains("that no report covered"));
+        // A report claiming time that had not passed (1.5 s of a 1 s interval).
+        let mut twice = recording(600, 1000, 3, 10);
+        twice["intervals"][300]["duration_ns"] = 1_500_000_000u64.into();
+        assert!(check(twice, rss(9000, 9000)).contains("more than the guest clock"));
+        // Smaller than what one look can resolve is not flagged (20 ms looks, 0.7 s apart).
+        let mut within = recording(600, 1000, 3, 10);
+        within["intervals"][300]["duration_ns"] = 999_000_000u64.into();
+        let figures =
+            SoakFigures::measure(&within, &rss(9000, 9000), &looks(&within), 100).expect("parses");
+        figures
+            .check()
+            .expect("1 ms is below the looks' resolution");
         // Reports ahead of the grid.
         assert!(check(recording(600, 990, 3, 10), rss(9000, 9000)).contains("before their"));
         let mut slower = recording(600, 1000, 3, 10);
@@ -519,7 +690,8 @@ mod tests {
         stalled["intervals"][101]["elapsed_ns"] = 102_020_000_000u64.into();
         stalled["intervals"][101]["duration_ns"] = 10_000_000u64.into();
         stalled["intervals"][102]["duration_ns"] = 980_000_000u64.into();
-        let figures = SoakFigures::measure(&stalled, &rss(9000, 9000), 100).expect("parses");
+        let figures = SoakFigures::measure(&stalled, &rss(9000, 9000), &looks(&stalled), 100)
+            .expect("parses");
         figures.check().expect("late but caught up");
         assert_eq!(figures.late_reports, 1);
         assert_eq!(figures.max_lateness, Duration::from_secs(2));
@@ -528,10 +700,37 @@ mod tests {
     #[test]
     fn warm_up_samples_are_not_compared_and_bad_lines_are_refused() {
         let text = "10.0 5000\n20.0 8000\n45.0 9000\n700.0 9200\n";
-        let figures = SoakFigures::measure(&recording(600, 1000, 1, 1), text, 0).expect("ok");
+        let long = recording(600, 1000, 1, 1);
+        let figures = SoakFigures::measure(&long, text, &looks(&long), 0).expect("ok");
         assert_eq!((figures.rss_first_kb, figures.rss_last_kb), (9000, 9200));
         assert_eq!(figures.rss_max_kb, 9200);
-        assert!(SoakFigures::measure(&recording(1, 1000, 1, 1), "x y\n", 0).is_err());
-        assert!(SoakFigures::measure(&recording(1, 1000, 1, 1), "10.0 1\n", 0).is_err());
+        let short = recording(1, 1000, 1, 1);
+        assert!(SoakFigures::measure(&short, "x y\n", "", 0).is_err());
+        assert!(SoakFigures::measure(&short, "10.0 1\n", "", 0).is_err());
+        let rss = "10.0 1\n50.0 1\n60.0 1\n";
+        assert!(SoakFigures::measure(&short, rss, "1.0 x 1\n", 0).is_err());
+        assert!(SoakFigures::measure(&short, rss, "1.0 1.02 1 1\n", 0).is_err());
+        let before_any_report = SoakFigures::measure(&short, rss, "1.0 1.02\n", 0).unwrap();
+        assert_eq!(before_any_report.clock.looks, 0);
+        let beyond = SoakFigures::measure(&short, rss, "1.0 1.02 2\n", 0).unwrap_err();
+        assert!(beyond.to_string().contains("saw report 2"), "{beyond}");
+    }
+
+    #[test]
+    fn the_guest_clock_check_needs_the_guest_to_have_looked() {
+        let run = recording(600, 1000, 3, 10);
+        let sparse: String = looks(&run)
+            .lines()
+            .step_by(8)
+            .map(|l| l.to_owned() + "\n")
+            .collect();
+        let figures = SoakFigures::measure(&run, &rss(9000, 9000), &sparse, 100).expect("parses");
+        let error = figures.check().expect_err("too few looks").to_string();
+        assert!(
+            error.contains("looked at hotprof's progress only"),
+            "{error}"
+        );
+        let figures = SoakFigures::measure(&run, &rss(9000, 9000), "", 100).expect("parses");
+        assert!(figures.check().is_err());
     }
 }

@@ -9,11 +9,13 @@
 //! line a distinct stack. It is cached in `target/bench/flame/` and regenerated only when the
 //! generator changes ([`INPUT_NAME`]).
 //!
-//! Each tool runs 3 times, interleaved (hotprof, inferno, hotprof, …) so load from other jobs
-//! hits both alike; wall time is the median, peak memory the largest `ru_maxrss` of the
-//! child (from `wait4`, per process, not the cumulative `RUSAGE_CHILDREN`). One-time costs
-//! (`cargo install` of inferno, generating the input: [`prepare`], run beside the guest
-//! build) are outside the timed part and skipped when already done.
+//! Each tool runs 3 times, interleaved and taking turns to go first (hotprof inferno, inferno
+//! hotprof, hotprof inferno: [`super::round_order`]) so load from other jobs and whatever the
+//! previous run left in the caches hit both alike; wall time is the median, peak memory the
+//! largest `ru_maxrss` of the child (from `wait4`, per process, not the cumulative
+//! `RUSAGE_CHILDREN`). One-time costs (`cargo install` of inferno, generating the input:
+//! [`prepare`], run beside the guest build) are outside the timed part and skipped when
+//! already done.
 
 use std::fs;
 use std::io::{BufWriter, Write as _};
@@ -114,7 +116,8 @@ pub fn run(inputs: &FlameInputs, tools: &super::Tools) -> Result<String> {
     let mut measured: Vec<Vec<Measurement>> = vec![Vec::new(); tools.len()];
     let started = Instant::now();
     for round in 1..=ROUNDS {
-        for (tool, results) in tools.iter().zip(&mut measured) {
+        for index in super::round_order(round as u32 - 1, tools.len()) {
+            let tool = &tools[index];
             let m = measure(tool)?;
             println!(
                 "  round {round}: {}: {:.2} s, peak RSS {}",
@@ -122,7 +125,7 @@ pub fn run(inputs: &FlameInputs, tools: &super::Tools) -> Result<String> {
                 m.wall.as_secs_f64(),
                 mib(m.max_rss_kb)
             );
-            results.push(m);
+            measured[index].push(m);
         }
     }
     println!(
@@ -647,8 +650,8 @@ fn machine_note() -> String {
         .unwrap_or_else(|| "?".into());
     format!(
         "Machine: {cores} cores, kernel {kernel}, load average {load} at the end (other jobs \
-         share the machine); release builds; runs interleaved, peak RSS is each process's own \
-         `ru_maxrss` (wait4)."
+         share the machine); release builds; runs interleaved, each tool first in turn, peak \
+         RSS is each process's own `ru_maxrss` (wait4)."
     )
 }
 

@@ -3,9 +3,10 @@
 //! and the attach/detach time scale with the number of probed functions.
 //!
 //! Every figure comes from `syscall_lat`, which times its own loop of real getpid calls, so the
-//! probe's cost is `ns/call with probe − ns/call without`. Variants run interleaved (A B C D,
-//! A B C D, …) so that load from other processes spreads over all of them; each figure is the
-//! median over the rounds with the min–max spread, and overheads are paired per round.
+//! probe's cost is `ns/call with probe − ns/call without`. Variants run interleaved, one run
+//! each per round, so that load from other processes spreads over all of them, and in a
+//! different order every round ([`round_order`]) so that order effects cancel; each figure is
+//! the median over the rounds with the min–max spread, and overheads are paired per round.
 //!
 //! Sections (each returns markdown; the report is `target/bench/report.md`):
 //! - probe cost on the host (syscall tracepoints, real CPU) and in a 6.12 guest (kprobe and
@@ -42,7 +43,9 @@ const GUEST_MEMORY_MB: u32 = 2048;
 
 #[derive(Args)]
 pub struct BenchArgs {
-    /// Interleaved rounds per variant (median and min–max over them).
+    /// Interleaved rounds per variant (median and min–max over them). The order changes every
+    /// round: positions balance over every 5 rounds (6 with a baseline), neighbours over
+    /// twice that.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(3..=50))]
     pub rounds: u32,
     /// Only these sections (default: all).
@@ -312,6 +315,54 @@ pub fn syscall_lat_avg_ns(output: &str) -> Option<f64> {
         .and_then(|value| value.parse().ok())
 }
 
+/// The order in which round `round_index` (from 0) runs `count` variants, as indices: row
+/// `round_index` of a Williams design (a Latin square balanced for neighbours). Over
+/// [`order_cycle`] rounds every variant runs in every position, and right after every other
+/// variant, equally often, so neither going first (cold caches) nor following a costly variant
+/// (bpftrace's exit) favours one; a fixed order (A B C, A B C, …) gives the same variant the
+/// same neighbour and position every round, an order effect the median cannot remove.
+pub fn round_order(round_index: u32, count: usize) -> Vec<usize> {
+    if count == 0 {
+        return Vec::new();
+    }
+    // 0, 1, n−1, 2, n−2, …: for an even n the steps between neighbours are all distinct
+    // mod n, so its n shifts put every variant right after every other exactly once.
+    let zigzag = (0..count).map(|j| {
+        if j % 2 == 1 {
+            j.div_ceil(2)
+        } else {
+            (count - j / 2) % count
+        }
+    });
+    let round = round_index as usize % order_cycle(count);
+    let shift = round % count;
+    let row: Vec<usize> = zigzag.map(|v| (v + shift) % count).collect();
+    // For an odd n each step appears twice and its opposite never: the n mirrored rows
+    // that follow supply the opposites.
+    if round >= count {
+        row.into_iter().rev().collect()
+    } else {
+        row
+    }
+}
+
+/// Rounds after which [`round_order`] repeats: every position and every ordered pair of
+/// neighbours equally often.
+pub fn order_cycle(count: usize) -> usize {
+    if count.is_multiple_of(2) {
+        count
+    } else {
+        2 * count
+    }
+}
+
+/// `items` in the order of round `round_index` (from 0): see [`round_order`].
+pub fn in_round_order<T>(items: &[T], round_index: u32) -> impl Iterator<Item = &T> {
+    round_order(round_index, items.len())
+        .into_iter()
+        .map(move |index| &items[index])
+}
+
 /// Median and range of some measurements.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Spread {
@@ -349,6 +400,64 @@ impl Spread {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_round_runs_every_variant_once() {
+        for count in 0..=8 {
+            for round in 0..3 * order_cycle(count) as u32 {
+                let mut order = round_order(round, count);
+                order.sort_unstable();
+                assert_eq!(order, (0..count).collect::<Vec<_>>(), "{count} variants");
+            }
+        }
+    }
+
+    #[test]
+    fn a_full_cycle_balances_positions_and_neighbours() {
+        for count in 1..=8 {
+            let cycle = order_cycle(count);
+            let orders: Vec<Vec<usize>> =
+                (0..cycle as u32).map(|r| round_order(r, count)).collect();
+            // Positions: already over every `count` rounds, so the default 5 rounds of 5
+            // variants are balanced too.
+            for window in [&orders[..count], &orders[..]] {
+                let mut at = vec![vec![0; count]; count];
+                for order in window {
+                    for (position, &variant) in order.iter().enumerate() {
+                        at[variant][position] += 1;
+                    }
+                }
+                let each = window.len() / count;
+                assert!(at.iter().flatten().all(|&n| n == each), "{count}: {at:?}");
+            }
+            // Neighbours: every variant right after every other equally often.
+            let mut after = vec![vec![0; count]; count];
+            for order in &orders {
+                for pair in order.windows(2) {
+                    after[pair[0]][pair[1]] += 1;
+                }
+            }
+            for (first, row) in after.iter().enumerate() {
+                for (second, &n) in row.iter().enumerate() {
+                    let want = if first == second { 0 } else { cycle / count };
+                    assert_eq!(n, want, "{count}: {second} after {first}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn two_variants_alternate_which_goes_first() {
+        let runs: String = (0..4)
+            .flat_map(|round| in_round_order(&['a', 'b'], round))
+            .collect();
+        assert_eq!(runs, "abbaabba");
+        assert_eq!(
+            round_order(5, 4),
+            round_order(1, 4),
+            "repeats after a cycle"
+        );
+    }
 
     #[test]
     fn median_and_range() {

@@ -1,7 +1,7 @@
 //! Probe cost: `syscall_lat` under no probe, an empty probe pair of the same mechanism, the
 //! timing floor (the least work any per-call latency histogram does, same mechanism), hotprof,
 //! and bpftrace keeping the same histogram (a per-tid start map and `hist()`, like
-//! funclatency), interleaved round by round.
+//! funclatency), interleaved round by round in a counterbalanced order ([`in_round_order`]).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use super::{GUEST_UPTIME, Spread, Tools, syscall_lat_avg_ns, vm_run};
+use super::{GUEST_UPTIME, Spread, Tools, in_round_order, order_cycle, syscall_lat_avg_ns, vm_run};
 use crate::util::step;
 
 /// getpid calls per host run: about a second each on a ~1 µs syscall.
@@ -154,7 +154,7 @@ enum Variant {
     HotprofBaseline,
 }
 
-/// The variants of one round, in order.
+/// The variants, in the order of the report's rows (each round runs them in its own order).
 fn variants(baseline: bool) -> Vec<Variant> {
     let mut variants = vec![
         Variant::None,
@@ -198,7 +198,7 @@ pub fn host(tools: &Tools, rounds: u32) -> Result<String> {
     );
     let mut samples = Samples::new();
     for round in 1..=rounds {
-        for &variant in &variants {
+        for &variant in in_round_order(&variants, round - 1) {
             let command = mechanism.command(variant);
             let output = Command::new("sh")
                 .args(["-c", &command])
@@ -232,8 +232,9 @@ pub fn vm(tools: &Tools, rounds: u32) -> Result<String> {
     let mechanisms = [Mechanism::vm_kprobe(), Mechanism::vm_fentry()];
     let mut script = format!("set +e\nup() {{ {GUEST_UPTIME}; }}\n");
     for round in 1..=rounds {
-        for mechanism in &mechanisms {
-            for &variant in &variants {
+        // The two mechanisms alternate which goes first too (ABBA).
+        for mechanism in in_round_order(&mechanisms, round - 1) {
+            for &variant in in_round_order(&variants, round - 1) {
                 let file = format!("/out/{}-{}-{round}.txt", mechanism.key, variant.key());
                 // Each run's wall time too (tool start-up included), for the section's time line.
                 let _ = writeln!(
@@ -319,10 +320,13 @@ fn render(mechanism: &Mechanism, rounds: u32, samples: &Samples, variants: &[Var
             .collect()
     };
     let mut out = format!(
-        "## Probe cost: {}\n\n`syscall_lat {}` per run; {rounds} rounds, variants interleaved; \
-         median (min–max) over rounds; overhead = ns/call − no probe's, paired per round.\n\n\
+        "## Probe cost: {}\n\n`syscall_lat {}` per run; {rounds} rounds, variants interleaved \
+         in an order that changes every round (balanced over every {} rounds); median (min–max) \
+         over rounds; overhead = ns/call − no probe's, paired per round.\n\n\
          | variant | ns/call | overhead ns/call | failed runs |\n|---|---|---|---|\n",
-        mechanism.title, mechanism.calls
+        mechanism.title,
+        mechanism.calls,
+        order_cycle(variants.len())
     );
     for &variant in variants {
         let name = match variant {
