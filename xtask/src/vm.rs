@@ -288,12 +288,96 @@ enum Event {
     Hung(String),
 }
 
+/// One boot: runs the guest to its end, then sorts that end into a verdict.
 fn attempt(
     run: &VmRun,
     kernel: &kernels::KernelImage,
     base: &Path,
     accel: Accel,
 ) -> Result<Verdict> {
+    let Booted {
+        waited,
+        status,
+        mut state,
+        stdout,
+        stderr,
+        console,
+        qemu_stderr,
+        qemu_line,
+        total_time,
+    } = boot(run, kernel, base, accel)?;
+    let context = || {
+        let guest = transcript(&stdout, &stderr, &console);
+        format!(
+            "{guest}{}qemu: {qemu_line}",
+            section("qemu stderr", &qemu_stderr)
+        )
+    };
+    let end = AttemptEnd {
+        accel,
+        waited,
+        ready: state.ready_at.is_some(),
+        exit_code: state.exit_code,
+        out_complete: state.out.is_some(),
+        qemu: QemuEnd::from_status(status),
+        qemu_stderr_tail: tail(&qemu_stderr, QEMU_STDERR_TAIL),
+        console_tail: tail(&console, 3),
+    };
+    let exit_code = match classify(&end) {
+        Ending::Finished(exit_code) => exit_code,
+        Ending::RetryBoot(why) => return Ok(Verdict::RetryBoot(why)),
+        Ending::KvmUnusable(why) => return Ok(Verdict::KvmUnusable(why)),
+        Ending::TimedOut => {
+            let dump = state.hang_dump.as_deref().map_or_else(String::new, |dump| {
+                section(
+                    "guest processes and their kernel stacks at the timeout",
+                    dump,
+                )
+            });
+            bail!(
+                "guest timed out after {} s running: {}\n{dump}{}",
+                run.timeout.as_secs(),
+                run.script,
+                context()
+            )
+        }
+        Ending::Failed(why) => bail!("{why}\n{}", context()),
+    };
+    // `classify` finishes only runs whose /out arrived whole.
+    let out_b64 = state.out.take().unwrap_or_default();
+    unpack_out(&out_b64, &run.out_dir)
+        .with_context(|| format!("could not bring back the guest's /out\n{}", context()))?;
+    Ok(Verdict::Finished(Box::new(VmOutcome {
+        exit_code,
+        stdout,
+        stderr,
+        console,
+        out_dir: run.out_dir.clone(),
+        kernel_package: kernel.package.clone(),
+        accel,
+        boot_time: state.ready_at.unwrap_or(total_time),
+        total_time,
+    })))
+}
+
+/// Everything one boot left once qemu is gone and every reader has finished.
+struct Booted {
+    waited: Wait,
+    status: std::process::ExitStatus,
+    state: Progress,
+    /// The command's output.
+    stdout: String,
+    stderr: String,
+    console: String,
+    qemu_stderr: String,
+    /// The qemu command line, for error messages.
+    qemu_line: String,
+    total_time: Duration,
+}
+
+/// Starts qemu with this run's initrd, follows the guest until it ends (or must be stopped),
+/// and reaps qemu and every reader.
+fn boot(run: &VmRun, kernel: &kernels::KernelImage, base: &Path, accel: Accel) -> Result<Booted> {
     let (scratch, _lock) = scratch_dir()?;
     let marker = format!("@@xtask-{}@@", nonce());
     let initrd = scratch.path().join("initrd.cpio");
@@ -360,70 +444,22 @@ fn attempt(
     for reader in readers {
         let _ = reader.join();
     }
-    let stdout = join_port(stdout_copy);
-    let stderr = join_port(stderr_copy);
+    let text = |bytes: Vec<u8>| String::from_utf8_lossy(&bytes).into_owned();
+    let stdout = text(join_port(stdout_copy));
+    let stderr = text(join_port(stderr_copy));
     // Events sent while we were reaping.
     state.absorb(&events, started);
-    let console = lock_text(&console);
-    let qemu_stderr = lock_text(&qemu_stderr);
-    let total_time = started.elapsed();
-
-    let context = || {
-        let guest = transcript(
-            &String::from_utf8_lossy(&stdout),
-            &String::from_utf8_lossy(&stderr),
-            &console,
-        );
-        format!(
-            "{guest}{}qemu: {qemu_line}",
-            section("qemu stderr", &qemu_stderr)
-        )
-    };
-    let end = AttemptEnd {
-        accel,
+    Ok(Booted {
         waited,
-        ready: state.ready_at.is_some(),
-        exit_code: state.exit_code,
-        out_complete: state.out.is_some(),
-        qemu: QemuEnd::from_status(status),
-        qemu_stderr_tail: tail(&qemu_stderr, QEMU_STDERR_TAIL),
-        console_tail: tail(&console, 3),
-    };
-    let exit_code = match classify(&end) {
-        Ending::Finished(exit_code) => exit_code,
-        Ending::RetryBoot(why) => return Ok(Verdict::RetryBoot(why)),
-        Ending::KvmUnusable(why) => return Ok(Verdict::KvmUnusable(why)),
-        Ending::TimedOut => {
-            let dump = state.hang_dump.as_deref().map_or_else(String::new, |dump| {
-                section(
-                    "guest processes and their kernel stacks at the timeout",
-                    dump,
-                )
-            });
-            bail!(
-                "guest timed out after {} s running: {}\n{dump}{}",
-                run.timeout.as_secs(),
-                run.script,
-                context()
-            )
-        }
-        Ending::Failed(why) => bail!("{why}\n{}", context()),
-    };
-    // `classify` finishes only runs whose /out arrived whole.
-    let out_b64 = state.out.take().unwrap_or_default();
-    unpack_out(&out_b64, &run.out_dir)
-        .with_context(|| format!("could not bring back the guest's /out\n{}", context()))?;
-    Ok(Verdict::Finished(Box::new(VmOutcome {
-        exit_code,
-        stdout: String::from_utf8_lossy(&stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&stderr).into_owned(),
-        console,
-        out_dir: run.out_dir.clone(),
-        kernel_package: kernel.package.clone(),
-        accel,
-        boot_time: state.ready_at.unwrap_or(total_time),
-        total_time,
-    })))
+        status,
+        state,
+        stdout,
+        stderr,
+        console: lock_text(&console),
+        qemu_stderr: lock_text(&qemu_stderr),
+        qemu_line,
+        total_time: started.elapsed(),
+    })
 }
 
 /// qemu's own stderr lines kept in a verdict's one-line reason.
