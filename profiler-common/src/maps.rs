@@ -15,6 +15,11 @@ pub const KPROBE_SLOTS: u32 = 64;
 /// Syscalls one run can probe with `--syscall` (one tracepoint program pair per slot).
 pub const SYSCALL_SLOTS: u32 = 16;
 
+/// Tasks the per-task hash map holds, on kernels without task-local storage (the
+/// `profiler-compat` object): live tasks that have made a probed call. Preallocated, as a
+/// tracing program must not allocate: about 14 MiB.
+pub const HASHED_TASKS_MAX: u32 = 16384;
+
 /// One open call of a probed function on a task.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -36,9 +41,10 @@ pub struct Frame {
     pub _pad: u32,
 }
 
-/// Per-task state, in task-local storage (created zero-filled): a stack of open frames, so
-/// nested and recursive calls are each timed from their own entry (one start time per task
-/// would be overwritten by the inner call). Only the eBPF side reads it.
+/// Per-task state, created zero-filled in task-local storage (or, on kernels without it, in a
+/// hash map keyed by task): a stack of open frames, so nested and recursive calls are
+/// each timed from their own entry (one start time per task would be overwritten by the
+/// inner call). Only the eBPF side reads it.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct TaskFrames {
@@ -120,7 +126,8 @@ pub enum Counter {
     /// An entry found `MAX_DEPTH` frames already open on its task.
     DepthExceeded = 0,
     /// The kernel could not create the task's frame stack (task storage: out of memory, or
-    /// refused a nested use); the entry could not be recorded.
+    /// refused a nested use; the hash map of older kernels: full); the entry could not be
+    /// recorded.
     TaskMapFull = 1,
     /// A return with no matching open frame (call was in flight when hotprof attached).
     UnmatchedReturn = 2,
@@ -139,7 +146,8 @@ pub enum Counter {
     /// Frames open now: +1 per entry, -1 per close or orphan (per-CPU parts, wrapping; only
     /// their sum means anything). What is in flight when a run stops.
     OpenFrames = 8,
-    /// Tasks that have a frame stack now: +1 at creation, -1 at exit (wrapping sum, as above).
+    /// Tasks that have a frame stack now: +1 at creation, -1 at exit or deletion (wrapping
+    /// sum, as above).
     LiveTasks = 9,
     /// Entries created in `STACK_TOTALS` (never deleted from, so its live entries).
     StackEntries = 10,
@@ -173,6 +181,9 @@ pub mod names {
     // Task-local storage: hotprof's frame stacks and the bench's timing-floor start times.
     pub const TASK_FRAMES: &str = "TASK_FRAMES";
     pub const FLOOR_START: &str = "FLOOR_START";
+    // The compat object's frame stacks (a hash map) and the zeroes a new one is copied from.
+    pub const TASK_FRAMES_BY_TASK: &str = "TASK_FRAMES_BY_TASK";
+    pub const EMPTY_TASK_FRAMES: &str = "EMPTY_TASK_FRAMES";
     pub const STATS: &str = "STATS";
     pub const HIST: &str = "HIST";
     pub const COUNTERS: &str = "COUNTERS";

@@ -6,16 +6,16 @@ use aya_ebpf::{
         bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid,
         bpf_get_smp_processor_id, bpf_ktime_get_ns,
     },
-    macros::{btf_map, map},
+    macros::map,
     maps::{HashMap, PerCpuArray, PerCpuHashMap, StackTrace},
     programs::tracing::StackIdContext,
 };
 use profiler_common::{
     Call, Counter, FuncStats, MAX_DEPTH, NUM_BUCKETS, NUM_COUNTERS, StackKey, StackTotals,
-    TaskFrames, bucket_index,
+    bucket_index,
 };
 
-use crate::task_storage::{TaskStorage, task_struct};
+use crate::store::{self, TaskId};
 
 // Run configuration, written by userspace into .rodata before load.
 /// 1: only tasks whose tgid is in `TGIDS` (a workload's process tree or `--pid`).
@@ -54,10 +54,6 @@ pub(crate) static STACKS: StackTrace = StackTrace::with_max_entries(1, 0);
 #[map]
 static STACK_TOTALS: PerCpuHashMap<StackKey, StackTotals> = PerCpuHashMap::with_max_entries(1, 0);
 
-/// Frame stacks per task, in the task itself (task-local storage): found without a hash,
-/// created at the task's first probed call, freed by the kernel with the task.
-#[btf_map]
-pub(crate) static TASK_FRAMES: TaskStorage<TaskFrames> = TaskStorage::new();
 /// Per-function aggregates; resized by userspace to the number of functions.
 #[map]
 static STATS: PerCpuArray<FuncStats> = PerCpuArray::with_max_entries(1, 0);
@@ -72,7 +68,7 @@ static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(NUM_COUNTERS, 
 pub(crate) static TGIDS: HashMap<u32, u8> = HashMap::with_max_entries(65536, 0);
 
 #[inline(always)]
-fn config<T: Copy>(value: &T) -> T {
+pub(crate) fn config<T: Copy>(value: &T) -> T {
     // SAFETY: a plain read of a .rodata global; volatile so the compiler keeps the read
     // instead of folding in the default value.
     unsafe { core::ptr::read_volatile(value) }
@@ -135,11 +131,11 @@ fn wanted_now() -> bool {
 }
 
 /// Records the entry of function `func` on the current task. The hot path (a task that made a
-/// probed call before) is one task-storage lookup; a task's first call also checks the
-/// process-level filters and creates its frame stack.
+/// probed call before) is one lookup in the per-task store; a task's first call also checks
+/// the process-level filters and creates its frame stack.
 #[inline(always)]
 pub(crate) fn enter<C: StackIdContext>(ctx: &C, func: u32, entry_sp: u64) {
-    let task = match TASK_FRAMES.current() {
+    let task = match store::current() {
         Some(task) => {
             if !wanted_now() {
                 return;
@@ -150,7 +146,7 @@ pub(crate) fn enter<C: StackIdContext>(ctx: &C, func: u32, entry_sp: u64) {
             if !wanted(bpf_get_current_pid_tgid()) {
                 return;
             }
-            let Some(task) = TASK_FRAMES.current_or_create() else {
+            let Some(task) = store::current_or_create() else {
                 count(Counter::TaskMapFull, 1);
                 return;
             };
@@ -158,7 +154,7 @@ pub(crate) fn enter<C: StackIdContext>(ctx: &C, func: u32, entry_sp: u64) {
             task
         }
     };
-    // SAFETY: `task` is the current task's own storage; only this task's probes (and the
+    // SAFETY: `task` is the current task's own frame stack; only this task's probes (and the
     // scheduler's switch hooks, while it is not running) touch it.
     let task = unsafe { &mut *task };
     let depth = task.depth as usize;
@@ -225,7 +221,7 @@ pub(crate) enum ReturnOf {
 #[inline(always)]
 pub(crate) fn leave(which: ReturnOf) {
     let now = unsafe { bpf_ktime_get_ns() };
-    let Some(task) = TASK_FRAMES.current() else {
+    let Some(task) = store::current() else {
         // Filtered-out tasks never have frames; only a wanted task's return is "unmatched".
         if wanted(bpf_get_current_pid_tgid()) {
             count(Counter::UnmatchedReturn, 1);
@@ -347,12 +343,12 @@ fn record(func: u32, call: &Call) -> bool {
 }
 
 /// `sched_switch` bookkeeping for `--off-cpu`: time a task with open frames spends switched
-/// out is added to its `off_cpu_ns`. `prev` and `next` are the switch's tasks (trusted BTF
-/// pointers from the `tp_btf` hook).
+/// out is added to its `off_cpu_ns`. `prev` and `next` are the switch's tasks, as the store
+/// names them.
 #[inline(always)]
-pub(crate) fn on_switch(prev: *mut task_struct, next: *mut task_struct) {
+pub(crate) fn on_switch(prev: TaskId, next: TaskId) {
     let now = unsafe { bpf_ktime_get_ns() };
-    if let Some(prev) = TASK_FRAMES.of(prev) {
+    if let Some(prev) = store::of(prev) {
         // SAFETY: the scheduler serialises switch-out and switch-in of a task, and a task's
         // probes do not run while it is being switched. Only inside open frames.
         unsafe {
@@ -361,7 +357,7 @@ pub(crate) fn on_switch(prev: *mut task_struct, next: *mut task_struct) {
             }
         }
     }
-    if let Some(next) = TASK_FRAMES.of(next) {
+    if let Some(next) = store::of(next) {
         // SAFETY: as above.
         let next = unsafe { &mut *next };
         if next.switched_out_ns != 0 {
@@ -371,18 +367,20 @@ pub(crate) fn on_switch(prev: *mut task_struct, next: *mut task_struct) {
     }
 }
 
-/// `sched_process_exit` (per thread): the exiting task's open frames will never close. They
-/// are counted as orphaned here; the kernel frees the storage itself.
+/// `task` is exiting (`sched_process_exit`, per thread): its open frames will never close, so
+/// they are counted as orphaned; then the store releases its frame stack.
 #[inline(always)]
-pub(crate) fn on_exit() {
-    let Some(task) = TASK_FRAMES.current() else {
+pub(crate) fn on_exit(task: TaskId) {
+    let Some(frames) = store::of(task) else {
         return;
     };
-    // SAFETY: the exiting task's own storage.
-    let depth = u64::from(unsafe { (*task).depth });
+    // SAFETY: the exiting task's own frame stack.
+    let depth = u64::from(unsafe { (*frames).depth });
     if depth > 0 {
         count(Counter::OrphanedFrames, depth);
         count(Counter::OpenFrames, depth.wrapping_neg());
     }
-    count(Counter::LiveTasks, 1u64.wrapping_neg());
+    if store::release(task) {
+        count(Counter::LiveTasks, 1u64.wrapping_neg());
+    }
 }

@@ -4,17 +4,30 @@
 //! current task's frame stack, [`leave`] pops the frame that belongs to this return and adds
 //! its duration to per-CPU, per-function aggregates. Nothing is sent to userspace per event.
 //!
-//! Every mode keeps each task's frame stack in task-local storage (`task_storage.rs`): Linux
-//! 5.11 with kernel BTF, whatever the mode. Modes and their own minimum kernels:
+//! The crate builds two objects from the same code, differing only in where each task's frame
+//! stack lives (the `store` module each root file picks):
+//! - `profiler` (this file): task-local storage (`store/task_local.rs`), Linux 5.11 with
+//!   kernel BTF, whatever the mode. It also holds the bench's empty and timing-floor probes.
+//! - `profiler-compat` (`compat.rs`): a hash map keyed by task (`store/hash_map.rs`),
+//!   for kernels without task storage (5.10 and older, or built without BTF). Userspace loads
+//!   it when creating the task-storage map fails.
+//!
+//! Modes and their own minimum kernels:
 //! - kprobe/kretprobe (`kprobe_N`, one per function slot for the first 64 functions;
-//!   `kprobe_entry` shared by the rest, which looks up the function by address; one
-//!   `kretprobe_exit`): 5.15 (`bpf_get_func_ip`).
+//!   `kretprobe_exit`): 4.17 (kprobes through perf). `kprobe_entry`, shared by the functions
+//!   beyond the first 64, looks up the function by address: 5.15 (`bpf_get_func_ip`).
 //! - fentry/fexit (`fentry_N`/`fexit_N`, one pair per function slot): 5.5, BTF required.
 //! - syscall tracepoints (`sys_enter`/`sys_exit`): 4.7.
 //! - perf_event on-CPU sampling (`on_cpu_sample`, `hotprof sample`): 4.9.
-//! - `sched_switch` (a BTF tracepoint) for off-CPU accounting (`--off-cpu`): 5.11, BTF;
-//!   `sched_process_fork` to follow a workload's process tree and `sched_process_exit` to
-//!   count an exiting task's open frames: 4.7.
+//! - `sched_switch` for off-CPU accounting (`--off-cpu`): here a BTF tracepoint (5.11, BTF:
+//!   its arguments are the tasks, whose storage it reads); in `profiler-compat` a raw
+//!   tracepoint (4.17) with the same arguments, the tasks' addresses being their keys.
+//!   `sched_process_fork` to follow a workload's process tree and `sched_process_exit` to count
+//!   an exiting task's open frames: 4.7. `profiler-compat` also deletes a freed task's entry
+//!   at the raw tracepoint `sched_process_free`: 4.17.
+//!
+//! [`enter`]: frames::enter
+//! [`leave`]: frames::leave
 #![no_std]
 #![no_main]
 
@@ -22,6 +35,8 @@ mod empty;
 mod frames;
 mod probes;
 mod sample;
+#[path = "store/task_local.rs"]
+mod store;
 mod task_storage;
 
 #[cfg(not(test))]

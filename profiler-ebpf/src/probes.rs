@@ -4,17 +4,15 @@
 use aya_ebpf::{
     EbpfContext,
     helpers::{bpf_get_current_pid_tgid, generated::bpf_get_func_ip},
-    macros::{btf_tracepoint, fentry, fexit, kprobe, kretprobe, map, tracepoint},
+    macros::{fentry, fexit, kprobe, kretprobe, map, tracepoint},
     maps::HashMap,
-    programs::{
-        BtfTracePointContext, FEntryContext, FExitContext, ProbeContext, RetProbeContext,
-        TracePointContext,
-    },
+    programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext, TracePointContext},
 };
 
 use profiler_common::Counter;
 
-use crate::frames::{ReturnOf, TGIDS, count, enter, leave, on_exit, on_switch};
+use crate::frames::{ReturnOf, TGIDS, config, count, enter, leave, on_exit};
+use crate::store;
 
 /// Function id for each probed kernel address beyond the first [`KPROBE_SLOTS`], which share
 /// [`kprobe_entry`] and look their id up from `bpf_get_func_ip`.
@@ -27,12 +25,6 @@ static FUNC_IPS: HashMap<u64, u32> = HashMap::with_max_entries(1, 0);
 // changed across kernels (`sched_process_fork` comms became `__data_loc` in 6.x).
 #[unsafe(no_mangle)]
 static FORK_CHILD_PID_OFFSET: u32 = 44;
-
-#[inline(always)]
-fn config_u32(value: &u32) -> usize {
-    // SAFETY: plain read of a .rodata global (volatile: keep the value userspace wrote).
-    unsafe { core::ptr::read_volatile(value) as usize }
-}
 
 /// kprobe at function entry, shared by the functions beyond the slots: one hash lookup per
 /// call to find the function id. Minimum kernel 5.15 (`bpf_get_func_ip` for kprobes).
@@ -56,7 +48,7 @@ fn kprobe_enter(ctx: &ProbeContext, func: u32) {
 
 /// One kprobe program per function slot, like the fentry slots: the slot number is the
 /// function id, so the first [`KPROBE_SLOTS`] functions of a run skip `kprobe_entry`'s
-/// address lookup. Minimum kernel 5.15 (as `kprobe_entry`, for one code path).
+/// address lookup. Minimum kernel 4.17 (the perf kprobe PMU userspace attaches through).
 ///
 /// [`KPROBE_SLOTS`]: profiler_common::KPROBE_SLOTS
 macro_rules! kprobe_slots {
@@ -157,22 +149,12 @@ syscall_slots!(
     sys_enter_15 sys_exit_15 15,
 );
 
-/// `sched_switch` as a BTF tracepoint, for `--off-cpu`: its arguments are the two tasks
-/// themselves, whose frame stacks live in task storage. Arguments: `preempt, prev, next`
-/// (then `prev_state` since 5.18). Minimum kernel 5.11 (task storage), BTF required.
-#[btf_tracepoint(function = "sched_switch")]
-pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
-    // Argument slots of sched_switch, stable since 4.x.
-    let (prev, next) = (ctx.arg(1), ctx.arg(2));
-    on_switch(prev, next);
-    0
-}
-
-/// `sched/sched_process_exit`: fires for every exiting thread; counts its open frames.
-/// Minimum kernel 4.7.
+/// `sched/sched_process_exit`: fires for every exiting thread; counts its open frames and
+/// releases its frame stack. Minimum kernel 4.7. (`sched_switch`, whose arguments depend on
+/// how the store names a task, is in the store's module.)
 #[tracepoint]
 pub fn sched_process_exit(_ctx: TracePointContext) -> u32 {
-    on_exit();
+    on_exit(store::current_task());
     0
 }
 
@@ -185,7 +167,7 @@ pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
         return 0;
     }
     // SAFETY: bounds-checked read from the tracepoint record.
-    if let Ok(child) = unsafe { ctx.read_at::<i32>(config_u32(&FORK_CHILD_PID_OFFSET)) }
+    if let Ok(child) = unsafe { ctx.read_at::<i32>(config(&FORK_CHILD_PID_OFFSET) as usize) }
         && TGIDS.insert(child as u32, 1, 0).is_err()
     {
         count(Counter::ProcessTreeFull, 1);

@@ -12,6 +12,7 @@ use aya::maps::HashMap;
 use profiler_common::names;
 
 use crate::attach::{self, AttachedMode, Mode, ProbeConfig};
+use crate::model::TaskStore;
 use crate::resolve::{KernelFunctions, Target};
 
 const CALLS_PER_ROUND: u32 = 2_000;
@@ -38,15 +39,20 @@ fn best_of_rounds() -> f64 {
         .fold(f64::INFINITY, f64::min)
 }
 
-/// Measures the per-call overhead of `mode`; `None` with a reason when it cannot.
-pub fn measure(mode: AttachedMode, kernel: Option<&KernelFunctions>) -> Result<Overhead, String> {
+/// Measures the per-call overhead of `mode` with the object whose per-task state is in
+/// `store` (the run's); `None` with a reason when it cannot.
+pub fn measure(
+    mode: AttachedMode,
+    store: TaskStore,
+    kernel: Option<&KernelFunctions>,
+) -> Result<Overhead, String> {
     let baseline_before = best_of_rounds();
     let config = ProbeConfig {
         functions: 1,
         filter_tgids: true,
         ..Default::default()
     };
-    let mut ebpf = attach::load(&config).map_err(|e| attach::load_error_line(&e))?;
+    let mut ebpf = attach::load_object(&config, store).map_err(|e| attach::one_line(&e))?;
     let mut links = attach::KprobeLinks::default();
     match mode {
         AttachedMode::Syscall => {

@@ -11,6 +11,7 @@ use crate::cli::{FilterArgs, RecordArgs};
 use crate::collect::{self, Snapshot};
 use crate::model::{
     FunctionRecord, IntervalFunction, IntervalRecord, Recording, RunRecord, SCHEMA_VERSION,
+    TaskStore,
 };
 use crate::progress::Progress;
 use crate::report;
@@ -32,6 +33,8 @@ pub(crate) struct Attached {
     pub(crate) probed: Vec<Probed>,
     pub(crate) targets: Vec<resolve::Target>,
     pub(crate) mode: AttachedMode,
+    /// Where the loaded object keeps per-task state (what this kernel can create).
+    pub(crate) task_store: TaskStore,
     /// Calibrated probe overhead per call (ns), unless skipped or not measurable.
     pub(crate) overhead: Option<f64>,
 }
@@ -55,17 +58,16 @@ pub(crate) fn validate(args: &RecordArgs) -> anyhow::Result<Filters> {
         bail!("give either -p/--pid or a command after --, not both");
     }
     let filter = validate_filters(&args.probe.filter)?;
-    for path in [
-        &args.json,
-        &args.flamegraph,
-        &args.folded,
-        &args.pprof,
-        &args.html,
-    ]
-    .into_iter()
-    .flatten()
-    {
-        check_writable(path)?;
+    for (option, path) in [
+        ("--json", &args.json),
+        ("--flamegraph", &args.flamegraph),
+        ("--folded", &args.folded),
+        ("--pprof", &args.pprof),
+        ("--html", &args.html),
+    ] {
+        if let Some(path) = path {
+            check_writable(option, path)?;
+        }
     }
     if let Some(program) = args.command.first() {
         crate::workload::check_runnable(program)?;
@@ -155,12 +157,10 @@ pub(crate) fn attach_probes(args: &RecordArgs, filter: Filters) -> anyhow::Resul
         stack_map_size: args.stack_map_size,
         offsets,
     };
-    let mut ebpf = attach::load(&config).map_err(|e| {
-        anyhow::anyhow!(
-            "cannot load the eBPF programs: {}",
-            attach::load_error_line(&e)
-        )
-    })?;
+    let attach::Loaded {
+        mut ebpf,
+        task_store,
+    } = attach::load(&config).map_err(|e| anyhow::anyhow!("cannot load the eBPF programs: {e}"))?;
     let mut links = attach::KprobeLinks::default();
     let mode = if targets.is_empty() {
         attach::attach_syscalls(
@@ -190,11 +190,11 @@ pub(crate) fn attach_probes(args: &RecordArgs, filter: Filters) -> anyhow::Resul
         links = attached.links;
         attached.mode
     };
-    attach::attach_tracking(&mut ebpf, args.off_cpu, follow)?;
+    attach::attach_tracking(&mut ebpf, task_store, args.off_cpu, follow)?;
     let overhead = if args.probe.no_calibrate {
         None
     } else {
-        match crate::calibrate::measure(mode, kernel.as_ref()) {
+        match crate::calibrate::measure(mode, task_store, kernel.as_ref()) {
             Ok(overhead) => Some(overhead.per_call_ns),
             Err(reason) => {
                 eprintln!("hotprof: note: probe overhead not calibrated: {reason}");
@@ -208,6 +208,7 @@ pub(crate) fn attach_probes(args: &RecordArgs, filter: Filters) -> anyhow::Resul
         probed,
         targets,
         mode,
+        task_store,
         overhead,
     })
 }
@@ -221,6 +222,7 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
         probed,
         targets,
         mode,
+        task_store,
         overhead,
     } = attach_probes(&args, filter)?;
     let follow = !args.command.is_empty();
@@ -228,6 +230,7 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
     let session = Session {
         probed: &probed,
         mode,
+        task_store,
         overhead,
         args: &args,
     };
@@ -411,6 +414,7 @@ fn write_stacks(
 pub(crate) struct Session<'a> {
     pub(crate) probed: &'a [Probed],
     pub(crate) mode: AttachedMode,
+    pub(crate) task_store: TaskStore,
     pub(crate) overhead: Option<f64>,
     pub(crate) args: &'a RecordArgs,
 }
@@ -660,6 +664,7 @@ impl Session<'_> {
             tool: format!("hotprof {}", env!("CARGO_PKG_VERSION")),
             kernel: crate::kernel_release(),
             mode: self.mode.as_str().into(),
+            task_store: Some(self.task_store),
             duration_ns: elapsed.as_nanos() as u64,
             command: self.args.command.clone(),
             functions,
@@ -671,21 +676,22 @@ impl Session<'_> {
     }
 }
 
-/// Fails before anything is measured if `path` cannot be written, so no run is lost to a typo.
-fn check_writable(path: &std::path::Path) -> anyhow::Result<()> {
+/// Fails before anything is measured if `path` (given to `option`) cannot be written, so no
+/// run is lost to a typo; the error names the option, as one run may have several outputs.
+fn check_writable(option: &str, path: &std::path::Path) -> anyhow::Result<()> {
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => std::path::Path::new("."),
     };
     if !dir.is_dir() {
         bail!(
-            "--json {}: directory {} does not exist",
+            "{option} {}: directory {} does not exist",
             path.display(),
             dir.display()
         );
     }
     if path.is_dir() {
-        bail!("{}: is a directory", path.display());
+        bail!("{option} {}: is a directory", path.display());
     }
     Ok(())
 }

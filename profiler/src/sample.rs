@@ -137,12 +137,10 @@ pub async fn collect(args: &SampleArgs) -> anyhow::Result<Samples> {
         offsets,
         ..Default::default()
     };
-    let mut ebpf = attach::load(&config).map_err(|e| {
-        anyhow::anyhow!(
-            "cannot load the eBPF programs: {}",
-            attach::load_error_line(&e)
-        )
-    })?;
+    let attach::Loaded {
+        mut ebpf,
+        task_store,
+    } = attach::load(&config).map_err(|e| anyhow::anyhow!("cannot load the eBPF programs: {e}"))?;
     let program: &mut PerfEvent = ebpf
         .program_mut("on_cpu_sample")
         .context("on_cpu_sample program missing")?
@@ -161,7 +159,7 @@ pub async fn collect(args: &SampleArgs) -> anyhow::Result<Samples> {
             )
             .map_err(|e| anyhow::anyhow!("cannot sample CPU {cpu}: {}", attach::one_line(&e)))?;
     }
-    attach::attach_tracking(&mut ebpf, false, follow)?;
+    attach::attach_tracking(&mut ebpf, task_store, false, follow)?;
 
     let mut workload = if follow {
         Some(Workload::spawn(&args.command)?)

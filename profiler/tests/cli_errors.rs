@@ -86,6 +86,31 @@ fn argument_errors_need_no_privileges() {
     }
 }
 
+/// Each output option's unusable path is refused before the privilege check (so before any
+/// probe), and the error names that option, not another: a run may write several files.
+#[test]
+fn unwritable_outputs_name_their_own_option() {
+    let a_directory = std::env::temp_dir();
+    let a_directory = a_directory.to_str().expect("a UTF-8 temp dir");
+    for (option, file) in [
+        ("--json", "x.json"),
+        ("--flamegraph", "x.svg"),
+        ("--folded", "x.folded"),
+        ("--pprof", "x.pb.gz"),
+        ("--html", "x.html"),
+    ] {
+        let missing = format!("/nonexistent/dir/{file}");
+        assert_one_line_error(
+            &["--fn", "vfs_read", option, &missing],
+            &format!("{option} {missing}: directory /nonexistent/dir does not exist"),
+        );
+        assert_one_line_error(
+            &["--fn", "vfs_read", option, a_directory],
+            &format!("{option} {a_directory}: is a directory"),
+        );
+    }
+}
+
 /// `hotprof serve`: a malformed, busy or foreign address fails before anything is loaded.
 #[test]
 fn serve_errors_are_one_line() {

@@ -15,6 +15,7 @@ fn recording(values: &[u64]) -> Recording {
         tool: "hotprof test".into(),
         kernel: "6.12.0".into(),
         mode: "fentry".into(),
+        task_store: None,
         duration_ns: 1_000,
         command: vec![],
         functions: vec![FunctionRecord::from_aggregates(

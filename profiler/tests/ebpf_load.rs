@@ -1,9 +1,15 @@
-//! The eBPF object passes this kernel's verifier: every program hotprof can attach is loaded
-//! for real (root needed; run by `cargo xtask test`). Attaching needs kprobes, which the
-//! development machines lack, so that part is covered by the VM scenarios.
+//! Both eBPF objects pass this kernel's verifier: every program hotprof can attach is loaded
+//! for real (root needed; run by `cargo xtask test`), from the task-storage object and from
+//! the hash-map object that kernels without task storage get (forced here, where the kernel
+//! has task storage). Attaching needs kprobes, which the development machines lack, so that
+//! part is covered by the VM scenarios.
 
-use aya::programs::{BtfTracePoint, FEntry, FExit, KProbe, TracePoint};
-use profiler::attach::{ProbeConfig, load};
+use aya::{
+    Ebpf,
+    programs::{BtfTracePoint, FEntry, FExit, KProbe, PerfEvent, RawTracePoint, TracePoint},
+};
+use profiler::attach::{ProbeConfig, load, load_object};
+use profiler::model::TaskStore;
 use profiler_common::{FENTRY_SLOTS, KPROBE_SLOTS, SYSCALL_SLOTS};
 
 fn config() -> ProbeConfig {
@@ -14,10 +20,14 @@ fn config() -> ProbeConfig {
     }
 }
 
-#[test]
-#[ignore = "needs root: loads programs into the running kernel"]
-fn every_program_passes_the_verifier() {
-    let mut ebpf = load(&config()).expect("maps of the eBPF object are created");
+fn load_store(store: TaskStore) -> Ebpf {
+    load_object(&config(), store)
+        .unwrap_or_else(|e| panic!("maps of the {store:?} object are not created: {e}"))
+}
+
+/// Loads every program of the object whose per-task state is in `store`; returns their names.
+fn load_every_program(store: TaskStore) -> Vec<String> {
+    let mut ebpf = load_store(store);
     let mut loaded = Vec::new();
     let kprobes = ["kprobe_entry".to_string(), "kretprobe_exit".to_string()]
         .into_iter()
@@ -27,7 +37,7 @@ fn every_program_passes_the_verifier() {
         let program: &mut KProbe = ebpf.program_mut(name).unwrap().try_into().unwrap();
         program
             .load()
-            .unwrap_or_else(|e| panic!("{name} rejected: {e:?}"));
+            .unwrap_or_else(|e| panic!("{store:?}: {name} rejected: {e:?}"));
         loaded.push(name.to_string());
     }
     let mut tracepoints = vec![
@@ -42,23 +52,68 @@ fn every_program_passes_the_verifier() {
         let program: &mut TracePoint = ebpf.program_mut(&name).unwrap().try_into().unwrap();
         program
             .load()
-            .unwrap_or_else(|e| panic!("{name} rejected: {e:?}"));
+            .unwrap_or_else(|e| panic!("{store:?}: {name} rejected: {e:?}"));
         loaded.push(name);
     }
-    let btf = aya::Btf::from_sys_fs().expect("kernel BTF (task storage needs it anyway)");
-    let switch: &mut BtfTracePoint = ebpf
-        .program_mut("sched_switch")
+    if store == TaskStore::HashMap {
+        // Keyed by task address: the raw tracepoints hand over the tasks themselves.
+        for name in ["sched_switch", "sched_process_free"] {
+            let program: &mut RawTracePoint = ebpf.program_mut(name).unwrap().try_into().unwrap();
+            program
+                .load()
+                .unwrap_or_else(|e| panic!("{store:?}: {name} rejected: {e:?}"));
+            loaded.push(name.to_string());
+        }
+    } else {
+        let btf = aya::Btf::from_sys_fs().expect("kernel BTF (task storage needs it anyway)");
+        let switch: &mut BtfTracePoint = ebpf
+            .program_mut("sched_switch")
+            .unwrap()
+            .try_into()
+            .unwrap();
+        switch
+            .load("sched_switch", &btf)
+            .unwrap_or_else(|e| panic!("sched_switch rejected: {e:?}"));
+        loaded.push("sched_switch".to_string());
+    }
+    let sample: &mut PerfEvent = ebpf
+        .program_mut("on_cpu_sample")
         .unwrap()
         .try_into()
         .unwrap();
-    switch
-        .load("sched_switch", &btf)
-        .unwrap_or_else(|e| panic!("sched_switch rejected: {e:?}"));
-    loaded.push("sched_switch".to_string());
+    sample
+        .load()
+        .unwrap_or_else(|e| panic!("{store:?}: on_cpu_sample rejected: {e:?}"));
+    loaded.push("on_cpu_sample".to_string());
+    loaded
+}
+
+#[test]
+#[ignore = "needs root: loads programs into the running kernel"]
+fn every_program_of_the_task_storage_object_passes_the_verifier() {
+    let loaded = load_every_program(TaskStore::TaskStorage);
     assert_eq!(
         loaded.len(),
-        5 + KPROBE_SLOTS as usize + 2 * SYSCALL_SLOTS as usize
+        6 + KPROBE_SLOTS as usize + 2 * SYSCALL_SLOTS as usize
     );
+}
+
+#[test]
+#[ignore = "needs root: loads programs into the running kernel"]
+fn every_program_of_the_hash_map_object_passes_the_verifier() {
+    let loaded = load_every_program(TaskStore::HashMap);
+    assert_eq!(
+        loaded.len(),
+        7 + KPROBE_SLOTS as usize + 2 * SYSCALL_SLOTS as usize
+    );
+}
+
+/// A kernel with task storage and BTF (this one) gets the task-storage object.
+#[test]
+#[ignore = "needs root: loads programs into the running kernel"]
+fn this_kernel_gets_the_task_storage_object() {
+    let loaded = load(&config()).unwrap_or_else(|e| panic!("no object loads: {e}"));
+    assert_eq!(loaded.task_store, TaskStore::TaskStorage);
 }
 
 /// fentry programs are verified against their target's BTF at load time. Kernels that block
@@ -73,33 +128,35 @@ fn fentry_slots_verify_or_are_refused_by_the_kernel() {
             return;
         }
     };
-    let mut ebpf = load(&config()).expect("maps of the eBPF object are created");
-    for slot in [0, FENTRY_SLOTS - 1] {
-        let entry: &mut FEntry = ebpf
-            .program_mut(&format!("fentry_{slot}"))
-            .unwrap()
-            .try_into()
-            .unwrap();
-        match entry.load("__x64_sys_getpid", &btf) {
-            Ok(()) => {}
-            Err(e) => {
-                let text = profiler::attach::one_line(&e);
-                assert!(
-                    !text.contains("verifier") || text.contains("tracing progs are blocked"),
-                    "fentry_{slot} failed verification: {text}"
-                );
-                eprintln!(
-                    "fentry refused by this kernel (expected where function tracing is blocked): {text}"
-                );
-                return;
+    for store in [TaskStore::TaskStorage, TaskStore::HashMap] {
+        let mut ebpf = load_store(store);
+        for slot in [0, FENTRY_SLOTS - 1] {
+            let entry: &mut FEntry = ebpf
+                .program_mut(&format!("fentry_{slot}"))
+                .unwrap()
+                .try_into()
+                .unwrap();
+            match entry.load("__x64_sys_getpid", &btf) {
+                Ok(()) => {}
+                Err(e) => {
+                    let text = profiler::attach::one_line(&e);
+                    assert!(
+                        !text.contains("verifier") || text.contains("tracing progs are blocked"),
+                        "{store:?}: fentry_{slot} failed verification: {text}"
+                    );
+                    eprintln!(
+                        "fentry refused by this kernel (expected where function tracing is blocked): {text}"
+                    );
+                    return;
+                }
             }
+            let exit: &mut FExit = ebpf
+                .program_mut(&format!("fexit_{slot}"))
+                .unwrap()
+                .try_into()
+                .unwrap();
+            exit.load("__x64_sys_getpid", &btf)
+                .unwrap_or_else(|e| panic!("{store:?}: fexit verifies where fentry did: {e}"));
         }
-        let exit: &mut FExit = ebpf
-            .program_mut(&format!("fexit_{slot}"))
-            .unwrap()
-            .try_into()
-            .unwrap();
-        exit.load("__x64_sys_getpid", &btf)
-            .expect("fexit verifies where fentry did");
     }
 }

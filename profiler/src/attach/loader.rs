@@ -1,12 +1,24 @@
 //! Loading the eBPF object with this run's configuration baked into `.rodata`.
+//!
+//! `profiler-ebpf` builds two objects from the same programs, differing in where each task's
+//! frame stack lives: task-local storage (`profiler`, Linux 5.11+ with kernel BTF) or a hash
+//! map keyed by task (`profiler-compat`, for older kernels such as 5.10). aya creates
+//! every map of an object when it loads it, so on a kernel without task storage the first
+//! object fails as a whole, at its task-storage map; the compat object is loaded instead.
 
-use aya::{Ebpf, EbpfError, EbpfLoader};
+use std::path::Path;
+
+use aya::{Ebpf, EbpfError, EbpfLoader, maps::MapError};
 use profiler_common::{NUM_BUCKETS, names};
 
-use super::TracepointOffsets;
+use super::{TracepointOffsets, one_line};
+use crate::model::TaskStore;
 
-/// The eBPF object built from `profiler-ebpf` by `build.rs`.
+/// The main eBPF object built from `profiler-ebpf` by `build.rs`: task-local storage.
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/profiler"));
+/// The same programs with a hash map for the per-task state, for kernels without task storage.
+static COMPAT_EBPF_OBJECT: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/profiler-compat"));
 
 /// What the probes need to know before they are loaded.
 #[derive(Clone, Debug, Default)]
@@ -32,26 +44,93 @@ pub struct ProbeConfig {
     pub offsets: Option<TracepointOffsets>,
 }
 
-/// Why loading failed, in one line; a kernel that cannot create task-local storage (older
-/// than 5.11, or built without BTF) is named as such, since that is what it lacks.
-pub fn load_error_line(error: &EbpfError) -> String {
-    let line = super::one_line(error);
-    match error {
-        EbpfError::MapError(aya::maps::MapError::CreateError { name, .. })
-            if name == names::TASK_FRAMES || name == names::FLOOR_START =>
-        {
-            format!(
-                "{line} (per-task state lives in task-local storage: Linux 5.11+ with kernel \
-                 BTF, CONFIG_DEBUG_INFO_BTF, is needed)"
-            )
-        }
-        _ => line,
+/// A loaded object and where its probes keep per-task state.
+pub struct Loaded {
+    pub ebpf: Ebpf,
+    pub task_store: TaskStore,
+}
+
+/// Why no eBPF object could be loaded, in one line. (Boxed: aya's errors are large.)
+#[derive(Debug, thiserror::Error)]
+pub enum EbpfLoadError {
+    #[error("{}", one_line(.0))]
+    Object(Box<EbpfError>),
+    /// The kernel has no task-local storage, and the hash-map object failed too.
+    #[error(
+        "{} (loading the hash-map object, as this kernel cannot create task-local storage: {})",
+        one_line(.hash_map),
+        one_line(.task_storage)
+    )]
+    Compat {
+        task_storage: Box<EbpfError>,
+        hash_map: Box<EbpfError>,
+    },
+}
+
+/// Loads the maps and program definitions of the object this kernel can run; programs are
+/// loaded into the kernel when attached. Task-local storage first, unless the kernel has no
+/// BTF (the task-storage helpers take BTF-typed task pointers); the hash-map object when the
+/// kernel cannot create task storage.
+pub fn load(config: &ProbeConfig) -> Result<Loaded, EbpfLoadError> {
+    let kernel_btf = Path::new("/sys/kernel/btf/vmlinux").exists();
+    let task_storage = match first_choice(kernel_btf) {
+        TaskStore::TaskStorage => match load_object(config, TaskStore::TaskStorage) {
+            Ok(ebpf) => {
+                return Ok(Loaded {
+                    ebpf,
+                    task_store: TaskStore::TaskStorage,
+                });
+            }
+            Err(error) if lacks_task_storage(&error) => Some(error),
+            Err(error) => return Err(EbpfLoadError::Object(Box::new(error))),
+        },
+        TaskStore::HashMap => None,
+    };
+    match (load_object(config, TaskStore::HashMap), task_storage) {
+        (Ok(ebpf), _) => Ok(Loaded {
+            ebpf,
+            task_store: TaskStore::HashMap,
+        }),
+        (Err(hash_map), Some(task_storage)) => Err(EbpfLoadError::Compat {
+            task_storage: Box::new(task_storage),
+            hash_map: Box::new(hash_map),
+        }),
+        (Err(error), None) => Err(EbpfLoadError::Object(Box::new(error))),
     }
 }
 
-/// Loads the maps and program definitions; programs are loaded into the kernel when attached.
-/// Task-local storage for the frame stacks needs Linux 5.11 with kernel BTF.
-pub fn load(config: &ProbeConfig) -> Result<Ebpf, EbpfError> {
+/// The store to try first: task-local storage, unless the kernel has no BTF to type the task
+/// pointers its helpers take.
+fn first_choice(kernel_btf: bool) -> TaskStore {
+    if kernel_btf {
+        TaskStore::TaskStorage
+    } else {
+        TaskStore::HashMap
+    }
+}
+
+/// Whether the task-storage object failed because the kernel cannot create task-local
+/// storage (before 5.11 the map type is unknown: EINVAL): then the hash-map object does the
+/// same work. Anything else (no permission, no memory) would fail that one too.
+fn lacks_task_storage(error: &EbpfError) -> bool {
+    const EOPNOTSUPP: i32 = 95;
+    // The kernel's internal ENOTSUPP, which some map checks return as is.
+    const ENOTSUPP: i32 = 524;
+    match error {
+        EbpfError::MapError(MapError::CreateError { name, io_error }) => {
+            (name == names::TASK_FRAMES || name == names::FLOOR_START)
+                && matches!(
+                    io_error.raw_os_error(),
+                    Some(libc::EINVAL | EOPNOTSUPP | ENOTSUPP)
+                )
+        }
+        _ => false,
+    }
+}
+
+/// Loads one object, the one whose per-task state is in `store`, with this run's
+/// configuration.
+pub fn load_object(config: &ProbeConfig, store: TaskStore) -> Result<Ebpf, EbpfError> {
     let functions = config.functions.max(1);
     let filter_tgids = u8::from(config.filter_tgids);
     let tid = config.tid.unwrap_or(0);
@@ -60,12 +139,17 @@ pub fn load(config: &ProbeConfig) -> Result<Ebpf, EbpfError> {
     let cgroup = config.cgroup_id.unwrap_or(0);
     let comm = config.comm.unwrap_or([0; 16]);
     let off_cpu = u8::from(config.off_cpu);
-    let offsets = config.offsets;
-    let child_pid = offsets.map_or(44, |o| o.fork_child_pid);
+    let child_pid = config.offsets.map_or(44, |o| o.fork_child_pid);
 
     let mut loader = EbpfLoader::new();
-    // TASK_STORAGE maps: aya creates them but has no userspace type; only the programs use them.
-    loader.allow_unsupported_maps();
+    match store {
+        // TASK_STORAGE maps: aya creates them but has no userspace type; only the programs
+        // use them.
+        TaskStore::TaskStorage => {
+            loader.allow_unsupported_maps();
+        }
+        TaskStore::HashMap => raise_memlock_limit(),
+    }
     loader
         .override_global("FILTER_TGIDS", &filter_tgids, true)
         .override_global("FILTER_TID", &tid, true)
@@ -104,27 +188,83 @@ pub fn load(config: &ProbeConfig) -> Result<Ebpf, EbpfError> {
                 1
             },
         );
-    loader.load(EBPF_OBJECT)
+    loader.load(match store {
+        TaskStore::TaskStorage => EBPF_OBJECT,
+        TaskStore::HashMap => COMPAT_EBPF_OBJECT,
+    })
+}
+
+/// Kernels before 5.11 charge BPF maps to RLIMIT_MEMLOCK (64 KiB by default there), which the
+/// per-task hash map alone exceeds; later kernels charge the memory cgroup instead. Best
+/// effort: without CAP_SYS_RESOURCE the limit stays and the map that does not fit is named.
+/// (The workload inherits the raised limit, as it does the raised fd limit.)
+fn raise_memlock_limit() {
+    let unlimited = libc::rlimit {
+        rlim_cur: libc::RLIM_INFINITY,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: setrlimit only reads `unlimited`; on failure the limit is left as it was.
+    unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) };
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn create_error(name: &str) -> EbpfError {
-        EbpfError::MapError(aya::maps::MapError::CreateError {
+    fn create_error(name: &str, errno: i32) -> EbpfError {
+        EbpfError::MapError(MapError::CreateError {
             name: name.into(),
-            io_error: std::io::Error::from_raw_os_error(22),
+            io_error: std::io::Error::from_raw_os_error(errno),
         })
     }
 
     #[test]
-    fn a_kernel_without_task_storage_is_told_what_it_lacks() {
-        let line = load_error_line(&create_error(names::TASK_FRAMES));
-        assert!(line.contains("TASK_FRAMES"), "{line}");
-        assert!(line.contains("Linux 5.11+ with kernel BTF"), "{line}");
-        assert!(!line.contains('\n'), "{line}");
-        let other = load_error_line(&create_error(names::STATS));
-        assert!(!other.contains("5.11"), "{other}");
+    fn a_kernel_without_task_storage_gets_the_hash_map_object() {
+        // 5.10: the map type is unknown (EINVAL), at whichever task-storage map comes first.
+        assert!(lacks_task_storage(&create_error(
+            names::TASK_FRAMES,
+            libc::EINVAL
+        )));
+        assert!(lacks_task_storage(&create_error(
+            names::FLOOR_START,
+            libc::EINVAL
+        )));
+        assert!(lacks_task_storage(&create_error(names::TASK_FRAMES, 524)));
+        // Would fail the other object too, or is not about task storage at all.
+        assert!(!lacks_task_storage(&create_error(
+            names::TASK_FRAMES,
+            libc::EPERM
+        )));
+        assert!(!lacks_task_storage(&create_error(
+            names::STATS,
+            libc::EINVAL
+        )));
+        assert!(!lacks_task_storage(&EbpfError::NoBTF));
+        // No kernel BTF: task storage is no use, whatever the map would do.
+        assert_eq!(first_choice(true), TaskStore::TaskStorage);
+        assert_eq!(first_choice(false), TaskStore::HashMap);
+    }
+
+    #[test]
+    fn load_errors_are_one_line_and_name_both_objects_when_both_failed() {
+        let both = EbpfLoadError::Compat {
+            task_storage: Box::new(create_error(names::TASK_FRAMES, libc::EINVAL)),
+            hash_map: Box::new(create_error(names::TASK_FRAMES_BY_TASK, libc::EPERM)),
+        }
+        .to_string();
+        assert!(
+            both.starts_with("map error: failed to create map `TASK_FRAMES_BY_TASK`"),
+            "{both}"
+        );
+        assert!(both.contains("cannot create task-local storage"), "{both}");
+        assert!(both.contains("`TASK_FRAMES`"), "{both}");
+        assert!(!both.contains('\n'), "{both}");
+        let one =
+            EbpfLoadError::Object(Box::new(create_error(names::STATS, libc::EPERM))).to_string();
+        assert!(
+            one.starts_with("map error: failed to create map `STATS`"),
+            "{one}"
+        );
+        assert!(!one.contains("task-local"), "{one}");
     }
 }

@@ -13,7 +13,7 @@ mod privileges;
 
 pub use fd_limit::raise_fd_limit;
 pub use format::{TracepointOffsets, field_offset};
-pub use loader::{ProbeConfig, load, load_error_line};
+pub use loader::{EbpfLoadError, Loaded, ProbeConfig, load, load_object};
 pub use misses::recursion_misses;
 pub use mode::{
     AttachError, AttachedFunctions, AttachedMode, KprobeLinks, Mode, attach_functions,

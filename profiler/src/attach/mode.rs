@@ -6,10 +6,15 @@ use std::path::Path;
 use aya::{
     Btf, Ebpf,
     maps::HashMap,
-    programs::{BtfTracePoint, FEntry, FExit, KProbe, TracePoint, kprobe::KProbeLink},
+    programs::{
+        BtfTracePoint, FEntry, FExit, KProbe, ProgramError, RawTracePoint, TracePoint,
+        kprobe::KProbeLink,
+    },
 };
+use aya_obj::generated::bpf_func_id;
 use profiler_common::{FENTRY_SLOTS, KPROBE_SLOTS, SYSCALL_SLOTS, names};
 
+use crate::model::TaskStore;
 use crate::progress::Progress;
 use crate::resolve::Target;
 
@@ -20,7 +25,7 @@ pub enum Mode {
     Auto,
     /// fentry/fexit only (5.5+, BTF).
     Fentry,
-    /// kprobe/kretprobe only (5.15+).
+    /// kprobe/kretprobe only (4.17+; more than 64 functions: 5.15+).
     Kprobe,
 }
 
@@ -62,6 +67,12 @@ pub enum AttachError {
     TooManyForFentry { requested: usize },
     #[error("kprobe cannot attach to {function}: {reason}")]
     Kprobe { function: String, reason: String },
+    #[error(
+        "more than {KPROBE_SLOTS} functions in kprobe mode needs Linux 5.15+ (bpf_get_func_ip), \
+         which this kernel ({release}) lacks: probe at most {KPROBE_SLOTS} functions per run \
+         ({requested} requested)"
+    )]
+    TooManyForKprobe { release: String, requested: usize },
     #[error("at most {SYSCALL_SLOTS} syscalls per run ({requested} requested)")]
     TooManySyscalls { requested: usize },
     #[error("unknown syscall '{name}': no tracepoint syscalls/sys_enter_{name}{}", crate::resolve::did_you_mean(.suggestions))]
@@ -240,6 +251,10 @@ fn attach_kprobes(
     // The first KPROBE_SLOTS functions get a program each, whose id is a constant; the rest
     // share `kprobe_entry`, which finds its id by address in FUNC_IPS on every call.
     let (slotted, shared) = targets.split_at(targets.len().min(KPROBE_SLOTS as usize));
+    if !shared.is_empty() {
+        // Loaded first: before 5.15 the verifier refuses it, and nothing is attached yet.
+        load_shared_kprobe(ebpf, targets.len())?;
+    }
     let mut links = KprobeLinks::default();
     let attach = |entry: &mut KProbe, target: &Target, links: &mut KprobeLinks| {
         let id = entry
@@ -267,7 +282,7 @@ fn attach_kprobes(
                 .insert(target.address, id as u32, 0)
                 .map_err(|e| AttachError::Internal(e.to_string()))?;
         }
-        let entry = load_kprobe(ebpf, "kprobe_entry")?;
+        let entry: &mut KProbe = program(ebpf, "kprobe_entry")?;
         for (done, target) in shared.iter().enumerate() {
             attach(entry, target, &mut links)?;
             progress.attaching("kprobes", slotted.len() + done + 1, targets.len());
@@ -279,6 +294,41 @@ fn attach_kprobes(
         progress.attaching("kretprobes", done + 1, targets.len());
     }
     Ok(links)
+}
+
+/// Loads `kprobe_entry`, the kprobe program shared by the functions beyond the slots. It needs
+/// `bpf_get_func_ip` (5.15); an older verifier refusing that helper is one clear line, not
+/// its log.
+fn load_shared_kprobe(ebpf: &mut Ebpf, requested: usize) -> Result<(), AttachError> {
+    const NAME: &str = "kprobe_entry";
+    let program: &mut KProbe = program(ebpf, NAME)?;
+    match program.load() {
+        Ok(()) => Ok(()),
+        Err(ProgramError::LoadError { verifier_log, .. })
+            if refuses_func_ip(&verifier_log.to_string()) =>
+        {
+            Err(AttachError::TooManyForKprobe {
+                release: crate::kernel_release(),
+                requested,
+            })
+        }
+        Err(e) => Err(AttachError::Internal(format!(
+            "loading {NAME}: {}",
+            one_line(&e)
+        ))),
+    }
+}
+
+/// Whether a verifier log says the kernel does not know `bpf_get_func_ip` (helper 173): before
+/// 5.15 it is past the kernel's last helper (`invalid func unknown#173`), and a kernel that
+/// knows it but not for this program type says `unknown func bpf_get_func_ip#173`.
+fn refuses_func_ip(verifier_log: &str) -> bool {
+    let helper = format!("#{}", bpf_func_id::BPF_FUNC_get_func_ip as u32);
+    verifier_log.lines().any(|line| {
+        let line = line.trim();
+        (line.starts_with("invalid func ") || line.starts_with("unknown func "))
+            && line.ends_with(&helper)
+    })
 }
 
 /// Loads the kprobe (or kretprobe) program `name` of hotprof's object into the kernel.
@@ -363,15 +413,20 @@ fn similar_syscalls(events: &Path, name: &str) -> Vec<String> {
     names
 }
 
-/// Attaches the scheduler hooks a run needs: `sched_switch` (a BTF tracepoint: it reads the
-/// two tasks' storage) for `--off-cpu`, `sched_process_fork` to follow a traced process tree,
-/// `sched_process_exit` always.
+/// Attaches the scheduler hooks a run needs: `sched_switch` for `--off-cpu`,
+/// `sched_process_fork` to follow a traced process tree, `sched_process_exit` always, and
+/// with the hash-map store `sched_process_free`. `sched_switch` is a BTF tracepoint where the
+/// frame stacks are in task storage (it reads the two tasks' storage), a raw tracepoint where
+/// they are in the hash map (keyed by the tasks' addresses, its arguments); so is
+/// `sched_process_free`.
 pub fn attach_tracking(
     ebpf: &mut Ebpf,
+    store: TaskStore,
     off_cpu: bool,
     follow_forks: bool,
 ) -> Result<(), AttachError> {
-    if off_cpu {
+    let hashed = store == TaskStore::HashMap;
+    if off_cpu && !hashed {
         let fail = |reason: String| AttachError::Tracepoint {
             tracepoint: "tp_btf/sched_switch".into(),
             reason,
@@ -384,8 +439,25 @@ pub fn attach_tracking(
         prog.attach().map_err(|e| fail(one_line(&e)))?;
     }
     for (wanted, name) in [
+        (off_cpu && hashed, "sched_switch"),
+        // Deletes what the task's calls after its exit left in the hash map.
+        (hashed, "sched_process_free"),
+    ] {
+        if !wanted {
+            continue;
+        }
+        let fail = |e: &dyn std::error::Error| AttachError::Tracepoint {
+            tracepoint: format!("raw_tp/{name}"),
+            reason: one_line(e),
+        };
+        let prog: &mut RawTracePoint = program(ebpf, name)?;
+        prog.load().map_err(|e| fail(&e))?;
+        prog.attach(name).map_err(|e| fail(&e))?;
+    }
+    for (wanted, name) in [
         (follow_forks, "sched_process_fork"),
-        // Always: counts an exiting task's open frames (their returns will never come).
+        // Always: counts an exiting task's open frames (their returns will never come) and
+        // deletes its hash-map entry.
         (true, "sched_process_exit"),
     ] {
         if !wanted {
@@ -435,5 +507,42 @@ pub fn one_line(error: &dyn std::error::Error) -> String {
         format!("{} [...] {}", &text[..head_end], &text[tail_start..])
     } else {
         text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_verifier_without_bpf_get_func_ip_is_recognised() {
+        // 5.10's log for kprobe_entry, shortened.
+        let log_5_10 = "0: R1=ctx(id=0,off=0,imm=0) R10=fp0\n; let ip = ...\n\
+                        0: (85) call unknown#173\ninvalid func unknown#173\n\
+                        processed 0 insns (limit 1000000)\n";
+        assert!(refuses_func_ip(log_5_10));
+        assert!(refuses_func_ip("unknown func bpf_get_func_ip#173\n"));
+        // Another helper, or another reason altogether.
+        assert!(!refuses_func_ip("invalid func unknown#174\n"));
+        assert!(!refuses_func_ip("invalid func unknown#1730\n"));
+        assert!(!refuses_func_ip("R1 invalid mem access 'scalar'\n"));
+        assert!(!refuses_func_ip(""));
+    }
+
+    #[test]
+    fn too_many_kprobes_for_the_kernel_is_one_line_naming_what_is_missing() {
+        let text = AttachError::TooManyForKprobe {
+            release: "5.10.0-30-cloud-amd64".into(),
+            requested: 65,
+        }
+        .to_string();
+        assert!(
+            text.starts_with(
+                "more than 64 functions in kprobe mode needs Linux 5.15+ (bpf_get_func_ip)"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("5.10.0-30-cloud-amd64"), "{text}");
+        assert!(!text.contains('\n'), "{text}");
     }
 }

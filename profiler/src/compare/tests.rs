@@ -86,6 +86,7 @@ fn recording(functions: &[(&str, Shape)], seed: u64) -> Recording {
         tool: "hotprof test".into(),
         kernel: "6.12.0".into(),
         mode: "fentry".into(),
+        task_store: None,
         duration_ns: 1,
         command: vec!["syscall_lat".into()],
         functions: functions

@@ -689,6 +689,7 @@ mod tests {
             tool: "hotprof 0.1.0".into(),
             kernel: "6.1.0-<script>".into(),
             mode: "kprobe".into(),
+            task_store: None,
             duration_ns: 1_000_000_000,
             command: vec!["sh".into(), "-c".into(), "echo \"<b>hi</b>\" & true".into()],
             functions: vec![function],

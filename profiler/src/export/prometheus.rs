@@ -507,6 +507,7 @@ mod tests {
             tool: "hotprof 0.1.0".into(),
             kernel: "6.1.0-\"weird\"\\".into(),
             mode: "kprobe".into(),
+            task_store: None,
             duration_ns: 2_500_000_000,
             command: vec![],
             functions: vec![function.clone(), function],

@@ -83,8 +83,8 @@ pub fn mean_probe_overhead(recordings: &[Recording]) -> Option<f64> {
 impl Recording {
     /// One recording holding every run of `recordings` (a file without `--runs` counts as one
     /// run); functions are matched by name, in first-seen order. Kernel and mode list every
-    /// distinct value; the command and tool come from the first recording. `None` for an
-    /// empty slice.
+    /// distinct value; the task store is kept if all agree; the command and tool come from
+    /// the first recording. `None` for an empty slice.
     pub fn merged(recordings: &[Recording]) -> Option<Recording> {
         let (first, _) = recordings.split_first()?;
         if recordings.len() == 1 {
@@ -126,6 +126,9 @@ impl Recording {
         Some(Recording {
             kernel: distinct_values(recordings, |r| &r.kernel).join(", "),
             mode: distinct_values(recordings, |r| &r.mode).join(", "),
+            task_store: first
+                .task_store
+                .filter(|store| recordings.iter().all(|r| r.task_store == Some(*store))),
             duration_ns: recordings.iter().map(|r| r.duration_ns).sum(),
             functions,
             losses,
@@ -162,6 +165,7 @@ mod tests {
             tool: "hotprof test".into(),
             kernel: "6.12.0".into(),
             mode: "kprobe".into(),
+            task_store: None,
             duration_ns: 10,
             command: vec![],
             functions,
@@ -211,5 +215,23 @@ mod tests {
         assert_eq!(merged.kernel, "6.12.0, 6.1.0");
         assert_eq!(merged.mode, "kprobe");
         assert!(Recording::merged(&[]).is_none());
+    }
+
+    #[test]
+    fn the_task_store_is_kept_only_where_every_recording_agrees() {
+        use crate::model::TaskStore;
+        let with = |store| Recording {
+            task_store: store,
+            ..recording(vec![], 0)
+        };
+        let hashed = Some(TaskStore::HashMap);
+        let merged = |stores: &[Option<TaskStore>]| {
+            let recordings: Vec<Recording> = stores.iter().map(|&s| with(s)).collect();
+            Recording::merged(&recordings).unwrap().task_store
+        };
+        assert_eq!(merged(&[hashed, hashed]), hashed);
+        assert_eq!(merged(&[hashed, Some(TaskStore::TaskStorage)]), None);
+        // A file from before the field: unknown, so not known to agree.
+        assert_eq!(merged(&[hashed, None]), None);
     }
 }

@@ -8,5 +8,5 @@ pub use histogram::Histogram;
 pub use merge::{distinct_values, mean_probe_overhead};
 pub use recording::{
     FunctionRecord, IntervalFunction, IntervalRecord, LoadError, Losses, Recording, RunRecord,
-    SCHEMA_VERSION, load_recording, parse_recording,
+    SCHEMA_VERSION, TaskStore, load_recording, parse_recording,
 };

@@ -24,6 +24,10 @@ pub struct Recording {
     pub kernel: String,
     /// `kprobe`, `fentry` or `syscall`.
     pub mode: String,
+    /// Where the probes kept each task's open frames; `None` in files written before hotprof
+    /// recorded it.
+    #[serde(default)]
+    pub task_store: Option<TaskStore>,
     /// Wall time the probes were attached.
     pub duration_ns: u64,
     /// The workload command, when hotprof ran one.
@@ -43,6 +47,42 @@ pub struct Recording {
     /// the file: about 100 bytes per interval and function.
     #[serde(default)]
     pub intervals: Vec<IntervalRecord>,
+}
+
+/// Where the probes keep each task's stack of open frames: the kernel decides, by what it can
+/// create.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStore {
+    /// Task-local storage, in the task itself (Linux 5.11+ with kernel BTF): no capacity limit.
+    TaskStorage,
+    /// A preallocated hash map keyed by task, on kernels without task-local storage:
+    /// [`HASHED_TASKS_MAX`] tasks at most.
+    ///
+    /// [`HASHED_TASKS_MAX`]: profiler_common::HASHED_TASKS_MAX
+    HashMap,
+}
+
+impl TaskStore {
+    /// The name in the JSON recording.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::TaskStorage => "task_storage",
+            Self::HashMap => "hash_map",
+        }
+    }
+
+    /// What the text report says about it: the hash map's limit, and why it is in use.
+    pub fn describe(self) -> String {
+        match self {
+            Self::TaskStorage => "task-local storage".into(),
+            Self::HashMap => format!(
+                "hash map ({} tasks max; this kernel has no task-local storage, which needs \
+                 Linux 5.11+ with BTF)",
+                profiler_common::HASHED_TASKS_MAX
+            ),
+        }
+    }
 }
 
 /// One `--interval` report: when it was taken, what each function did in it, and how full
@@ -142,8 +182,8 @@ pub struct FunctionRecord {
 pub struct Losses {
     /// Entries dropped because `MAX_DEPTH` frames were already open on the task.
     pub depth_exceeded: u64,
-    /// Entries dropped because the kernel could not create the task's frame stack (task
-    /// storage: out of memory, or a nested use it refused). Named for the per-task map it was.
+    /// Entries dropped because the task's frame stack could not be created (task storage: out
+    /// of memory, or a nested use the kernel refused; the hash map of older kernels: full).
     pub task_map_full: u64,
     /// Returns whose entry was not seen (in flight when hotprof attached).
     pub unmatched_returns: u64,
@@ -358,6 +398,7 @@ mod tests {
             tool: "hotprof test".into(),
             kernel: "6.12.0".into(),
             mode: "kprobe".into(),
+            task_store: Some(TaskStore::HashMap),
             duration_ns: 1,
             command: vec![],
             functions: vec![FunctionRecord::from_aggregates(

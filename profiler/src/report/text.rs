@@ -23,6 +23,9 @@ pub fn render_recording(recording: &Recording) -> String {
         recording.kernel,
         format_ns(recording.duration_ns as f64),
     );
+    if let Some(store) = recording.task_store {
+        let _ = writeln!(out, "per-task state: {}", store.describe());
+    }
     for function in &recording.functions {
         out.push('\n');
         out.push_str(&render_function(function));
@@ -187,7 +190,7 @@ pub fn render_losses(losses: &Losses) -> String {
         ),
         (
             losses.task_map_full,
-            "calls dropped: no frame stack for the task (task storage refused)",
+            "calls dropped: no frame stack for the task (task storage refused, or hash map full)",
         ),
         (losses.slot_missing, "internal map lookups failed"),
         (
@@ -273,6 +276,45 @@ mod tests {
             text.contains("|****************************************|"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn the_header_names_where_per_task_state_is_kept() {
+        use crate::model::{Recording, TaskStore};
+        let recording = |task_store| Recording {
+            schema_version: crate::model::SCHEMA_VERSION,
+            tool: "hotprof test".into(),
+            kernel: "5.10.0-30-cloud-amd64".into(),
+            mode: "kprobe".into(),
+            task_store,
+            duration_ns: 1_000_000,
+            command: vec![],
+            functions: vec![function()],
+            losses: Losses::default(),
+            probe_overhead_ns: None,
+            runs: vec![],
+            intervals: vec![],
+        };
+        let second_line = |store| {
+            render_recording(&recording(store))
+                .lines()
+                .nth(1)
+                .unwrap_or_default()
+                .to_string()
+        };
+        assert_eq!(
+            second_line(Some(TaskStore::TaskStorage)),
+            "per-task state: task-local storage"
+        );
+        let hashed = second_line(Some(TaskStore::HashMap));
+        let limit = format!(
+            "per-task state: hash map ({} tasks max; ",
+            profiler_common::HASHED_TASKS_MAX
+        );
+        assert!(hashed.starts_with(&limit), "{hashed}");
+        assert!(hashed.contains("no task-local storage"), "{hashed}");
+        // Files from before the field: no line, the function block follows the header.
+        assert_eq!(second_line(None), "");
     }
 
     #[test]

@@ -222,6 +222,7 @@ mod tests {
             tool: "hotprof test".into(),
             kernel: "6.18.0".into(),
             mode: "syscall".into(),
+            task_store: None,
             duration_ns: 1_000_000_000,
             command: vec![],
             functions: vec![function],

@@ -9,7 +9,7 @@
 //! and the usual text report of the whole run is printed, plus `--json` if asked.
 //!
 //! Kernel requirements are those of the probes: `--syscall` needs the syscall tracepoints
-//! (any kernel hotprof supports, ≥ 5.15), `--fn` kprobes or fentry (BTF).
+//! (any kernel hotprof supports, ≥ 5.10), `--fn` kprobes or fentry (BTF).
 
 pub mod http;
 
@@ -24,7 +24,7 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use crate::attach::{self, AttachedMode};
 use crate::cli::{ProbeArgs, RecordArgs};
-use crate::model::Recording;
+use crate::model::{Recording, TaskStore};
 use crate::record::{self, Attached, Probed, Session};
 
 const EXAMPLES: &str = "\
@@ -82,6 +82,7 @@ struct Live {
     ebpf: Mutex<Option<aya::Ebpf>>,
     probed: Vec<Probed>,
     mode: AttachedMode,
+    task_store: TaskStore,
     overhead: Option<f64>,
     args: RecordArgs,
     started: Instant,
@@ -92,6 +93,7 @@ impl Live {
         Session {
             probed: &self.probed,
             mode: self.mode,
+            task_store: self.task_store,
             overhead: self.overhead,
             args: &self.args,
         }
@@ -128,6 +130,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
         links,
         probed,
         mode,
+        task_store,
         overhead,
         ..
     } = record::attach_probes(&args, filter)?;
@@ -159,6 +162,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
         ebpf: Mutex::new(Some(ebpf)),
         probed,
         mode,
+        task_store,
         overhead,
         args,
         started,

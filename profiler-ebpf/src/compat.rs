@@ -1,0 +1,24 @@
+//! hotprof's eBPF programs for kernels without task-local storage (before 5.11, or built
+//! without BTF): the same programs as `main.rs`, with each task's frame stack in a hash map
+//! keyed by task (`store/hash_map.rs`) instead. Built as the `profiler-compat` object;
+//! userspace loads it when the kernel cannot create the main object's task-storage map.
+//! Minimum kernels per mode are listed in `main.rs`; nothing here needs more than the mode.
+//! The bench's empty and timing-floor probes are not in this object.
+#![no_std]
+#![no_main]
+
+mod frames;
+mod probes;
+mod sample;
+#[path = "store/hash_map.rs"]
+mod store;
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 4] = *b"GPL\0";
