@@ -4,6 +4,29 @@
 /// [`Counter::DepthExceeded`] drops, never silently lost.
 pub const MAX_DEPTH: usize = 16;
 
+// The probes index frames with `depth & (MAX_DEPTH - 1)` so the verifier sees the bound.
+const _: () = assert!(
+    MAX_DEPTH.is_power_of_two(),
+    "MAX_DEPTH must be a power of two"
+);
+
+/// Which stacks the probes capture at each call's entry (the eBPF `CAPTURE_STACKS` global).
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StackCapture {
+    #[default]
+    None = 0,
+    Kernel = 1,
+    KernelAndUser = 2,
+}
+
+impl StackCapture {
+    /// Whether any stack is captured.
+    pub const fn any(self) -> bool {
+        !matches!(self, StackCapture::None)
+    }
+}
+
 /// Highest function id a single fentry/fexit program slot can carry (one program pair per
 /// function, because fentry programs are bound to their target at load time).
 pub const FENTRY_SLOTS: u32 = 64;

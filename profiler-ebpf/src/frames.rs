@@ -11,8 +11,8 @@ use aya_ebpf::{
     programs::tracing::StackIdContext,
 };
 use profiler_common::{
-    Call, Counter, FuncStats, MAX_DEPTH, NUM_BUCKETS, NUM_COUNTERS, StackKey, StackTotals,
-    bucket_index,
+    Call, Counter, FuncStats, MAX_DEPTH, NUM_BUCKETS, NUM_COUNTERS, StackCapture, StackKey,
+    StackTotals, bucket_index,
 };
 
 use crate::store::{self, TaskId};
@@ -43,9 +43,9 @@ static MIN_LATENCY_NS: u64 = 0;
 #[unsafe(no_mangle)]
 pub(crate) static TRACK_OFF_CPU: u8 = 0;
 
-/// 0: no stacks; 1: kernel stacks; 2: kernel and user stacks (`--stacks`, `--user-stacks`).
+/// A [`StackCapture`] (`--stacks`, `--user-stacks`), as its `u8`.
 #[unsafe(no_mangle)]
-static CAPTURE_STACKS: u8 = 0;
+static CAPTURE_STACKS: u8 = StackCapture::None as u8;
 
 /// Stacks captured at entry (`--stacks`); sized by userspace.
 #[map]
@@ -180,13 +180,13 @@ pub(crate) fn enter<C: StackIdContext>(ctx: &C, func: u32, entry_sp: u64) {
 #[inline(always)]
 fn capture_stacks<C: StackIdContext>(ctx: &C) -> (i32, i32) {
     let mode = config(&CAPTURE_STACKS);
-    if mode == 0 {
+    if mode == StackCapture::None as u8 {
         return (-1, -1);
     }
     let kernel = ctx
         .get_stackid(&STACKS, 0)
         .map_or_else(stack_error, |id| id as i32);
-    let user = if mode >= 2 {
+    let user = if mode == StackCapture::KernelAndUser as u8 {
         // Kernel threads have no user stack (-EFAULT): not a loss.
         ctx.get_stackid(&STACKS, u64::from(BPF_F_USER_STACK))
             .map_or_else(stack_error, |id| id as i32)
@@ -273,7 +273,7 @@ pub(crate) fn leave(which: ReturnOf) {
         off_cpu,
         outermost: !recursive,
     };
-    if record(frame.func, &call) && config(&CAPTURE_STACKS) != 0 {
+    if record(frame.func, &call) && config(&CAPTURE_STACKS) != StackCapture::None as u8 {
         let key = StackKey {
             func: frame.func,
             tgid: (bpf_get_current_pid_tgid() >> 32) as u32,

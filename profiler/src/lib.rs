@@ -1,28 +1,45 @@
 //! hotprof: per-call latency of kernel functions, aggregated in the kernel by aya eBPF
-//! programs. The crate is split by stage: [`resolve`] targets → [`attach`] probes →
-//! [`collect`] maps → [`model`] → [`report`]; [`record`] runs the pipeline.
+//! programs. `docs/architecture.md` draws the whole picture.
+//!
+//! The modules, in the order a recording flows through them:
 
+// The pipeline.
+/// 2. Loading the eBPF object and attaching its programs (fentry, kprobe, tracepoints).
 pub mod attach;
-pub mod calibrate;
-pub mod cli;
-pub mod cli_docs;
+/// 3. Reading the kernel maps into per-function totals and stacks.
 pub mod collect;
-pub mod compare;
-pub mod compare_cmd;
-pub mod export;
-pub mod flame;
-pub mod flame_cmd;
-pub mod list;
+/// 4. The recording: histograms, percentiles, losses; the versioned JSON model.
 pub mod model;
-pub mod progress;
-pub mod record;
+/// 5. Text and JSON reports, stack tables, flamegraph titles.
 pub mod report;
+/// 1. Which kernel functions (kallsyms, BTF, tracefs) a request names.
 pub mod resolve;
-pub mod sample;
-pub mod serve;
-pub mod status;
+
+// What the long-running commands share.
+/// The probes' own cost per call, measured at start-up.
+pub mod calibrate;
+/// The progress line on a terminal.
+pub mod progress;
+/// Validation, attach, the workload's life and the signals of one run.
+pub mod session;
+/// Durations and sizes as people write and read them.
 pub mod units;
+/// Spawning the workload held at a gate, and its `name: key=value` figures.
 pub mod workload;
+
+// Pure libraries over recordings and stacks (no kernel).
+/// Base vs patched statistics, in the kernel test robot's style.
+pub mod compare;
+/// Prometheus, pprof, HTML.
+pub mod export;
+/// Folded stacks, symbolization and inferno flamegraphs.
+pub mod flame;
+
+// The command layer.
+/// The parser and the dispatch to [`commands`].
+pub mod cli;
+/// One module per subcommand.
+pub mod commands;
 
 /// `uname -r` of the running kernel.
 pub fn kernel_release() -> String {

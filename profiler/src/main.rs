@@ -2,7 +2,7 @@
 //! stderr with a non-zero exit code.
 
 use clap::Parser as _;
-use profiler::cli::{Cli, Command};
+use profiler::cli::Cli;
 
 fn main() {
     let cli = match Cli::try_parse() {
@@ -30,24 +30,7 @@ fn main() {
         Ok(runtime) => runtime,
         Err(error) => fail(&anyhow::Error::new(error).context("cannot start the async runtime")),
     };
-    let result = runtime.block_on(async {
-        match cli.command {
-            Some(Command::List(args)) => profiler::list::run(&args.pattern),
-            Some(Command::Sample(args)) => profiler::sample::run(&args).await,
-            Some(Command::Serve(args)) => profiler::serve::run(args).await,
-            Some(Command::Status) => profiler::status::run(),
-            Some(Command::Compare(args)) => profiler::compare_cmd::run_compare(&args),
-            Some(Command::DiffFlame(args)) => profiler::compare_cmd::run_diff_flame(&args),
-            Some(Command::Completions(args)) => profiler::cli_docs::print_completions(args.shell)
-                .map(|()| 0)
-                .map_err(Into::into),
-            Some(Command::Man(args)) => profiler::cli_docs::write_man_pages(args.out.as_deref())
-                .map(|()| 0)
-                .map_err(Into::into),
-            Some(Command::Flamegraph(args)) => profiler::flame_cmd::run(&args),
-            None => profiler::record::run(cli.record).await,
-        }
-    });
+    let result = runtime.block_on(cli.run());
     match result {
         Ok(code) => std::process::exit(code),
         Err(error) => fail(&error),

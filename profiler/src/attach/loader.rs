@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use aya::{Ebpf, EbpfError, EbpfLoader, maps::MapError};
-use profiler_common::{NUM_BUCKETS, names};
+use profiler_common::{NUM_BUCKETS, StackCapture, names};
 
 use super::{TracepointOffsets, one_line};
 use crate::model::TaskStore;
@@ -35,8 +35,7 @@ pub struct ProbeConfig {
     pub comm: Option<[u8; 16]>,
     pub min_latency_ns: u64,
     pub off_cpu: bool,
-    /// 0: none, 1: kernel stacks, 2: kernel and user stacks.
-    pub capture_stacks: u8,
+    pub capture_stacks: StackCapture,
     /// Load for `hotprof sample` (sizes the sample map; stacks are kernel + user).
     pub sampling: bool,
     /// Distinct stacks the stack maps hold.
@@ -141,6 +140,7 @@ pub fn load_object(config: &ProbeConfig, store: TaskStore) -> Result<Ebpf, EbpfE
     let off_cpu = u8::from(config.off_cpu);
     let child_pid = config.offsets.map_or(44, |o| o.fork_child_pid);
 
+    let capture_stacks = config.capture_stacks as u8;
     let mut loader = EbpfLoader::new();
     match store {
         // TASK_STORAGE maps: aya creates them but has no userspace type; only the programs
@@ -159,14 +159,14 @@ pub fn load_object(config: &ProbeConfig, store: TaskStore) -> Result<Ebpf, EbpfE
         .override_global("FILTER_COMM", &comm, true)
         .override_global("MIN_LATENCY_NS", &config.min_latency_ns, true)
         .override_global("TRACK_OFF_CPU", &off_cpu, true)
-        .override_global("CAPTURE_STACKS", &config.capture_stacks, true)
+        .override_global("CAPTURE_STACKS", &capture_stacks, true)
         .override_global("FORK_CHILD_PID_OFFSET", &child_pid, true)
         .map_max_entries(names::STATS, functions)
         .map_max_entries(names::HIST, functions * NUM_BUCKETS)
         .map_max_entries(names::FUNC_IPS, functions * 2)
         .map_max_entries(
             names::STACKS,
-            if config.capture_stacks > 0 || config.sampling {
+            if config.capture_stacks.any() || config.sampling {
                 config.stack_map_size.max(1)
             } else {
                 1
@@ -174,7 +174,7 @@ pub fn load_object(config: &ProbeConfig, store: TaskStore) -> Result<Ebpf, EbpfE
         )
         .map_max_entries(
             names::STACK_TOTALS,
-            if config.capture_stacks > 0 {
+            if config.capture_stacks.any() {
                 config.stack_map_size.max(1)
             } else {
                 1

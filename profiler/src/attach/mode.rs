@@ -18,10 +18,11 @@ use crate::model::TaskStore;
 use crate::progress::Progress;
 use crate::resolve::Target;
 
-/// What the user asked for with `--mode`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+/// Which mechanism to attach `--fn` targets with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Mode {
     /// fentry/fexit when BTF and trampolines work (decided by trying), else kprobe.
+    #[default]
     Auto,
     /// fentry/fexit only (5.5+, BTF).
     Fentry,

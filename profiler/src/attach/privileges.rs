@@ -39,12 +39,19 @@ pub fn caps_suffice(caps: u64) -> bool {
     has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON))
 }
 
+/// This process may not load tracing BPF programs.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "hotprof needs root, or CAP_BPF and CAP_PERFMON (CAP_SYS_ADMIN before Linux 5.8): run it with sudo"
+)]
+pub struct NotPrivileged;
+
 /// A one-line error unless this process may load tracing BPF programs.
-pub fn check_privileges() -> Result<(), String> {
+pub fn check_privileges() -> Result<(), NotPrivileged> {
     if caps_suffice(effective_caps()) {
         Ok(())
     } else {
-        Err("hotprof needs root, or CAP_BPF and CAP_PERFMON (CAP_SYS_ADMIN before Linux 5.8): run it with sudo".into())
+        Err(NotPrivileged)
     }
 }
 

@@ -39,6 +39,43 @@ pub const EMPTY_STACK_FRAME: &str = "[unknown]";
 /// addresses in a binary).
 pub const MAPPING_NAME: &str = "[hotprof]";
 
+impl ProfileMeta {
+    /// The profile of one recording: its duration, and its mode and kernel as a comment.
+    pub fn of_recording(recording: &crate::model::Recording) -> Self {
+        Self {
+            duration_nanos: recording.duration_ns,
+            comments: vec![format!(
+                "hotprof {} mode, kernel {}",
+                recording.mode, recording.kernel
+            )],
+            ..Default::default()
+        }
+    }
+}
+
+/// Latency and calls per stack, from the same stacks folded by latency and by count; frames
+/// root first as pprof wants them, without the folded format's kernel-frame suffix.
+pub fn stack_samples(
+    by_latency: Vec<(String, u64)>,
+    by_count: &[(String, u64)],
+) -> Vec<StackSample> {
+    let calls: std::collections::HashMap<&str, u64> = by_count
+        .iter()
+        .map(|(stack, calls)| (stack.as_str(), *calls))
+        .collect();
+    by_latency
+        .into_iter()
+        .map(|(stack, ns)| {
+            let calls = calls.get(stack.as_str()).copied().unwrap_or(0);
+            let frames = stack
+                .split(';')
+                .map(|f| f.trim_end_matches(crate::flame::KERNEL_SUFFIX).to_string())
+                .collect();
+            (frames, ns, calls)
+        })
+        .collect()
+}
+
 /// Encodes `stacks` as a gzip-compressed `profile.proto`, the form `go tool pprof` reads.
 pub fn encode(stacks: &[StackSample], meta: &ProfileMeta) -> Vec<u8> {
     let raw = encode_uncompressed(stacks, meta);

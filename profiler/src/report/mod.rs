@@ -2,8 +2,10 @@
 
 pub mod stacks;
 mod text;
+mod titles;
 
 pub use text::{render_function, render_losses, render_map_entries, render_recording};
+pub use titles::flamegraph_titles;
 
 use std::path::Path;
 

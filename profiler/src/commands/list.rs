@@ -5,7 +5,22 @@ use anyhow::Context as _;
 use crate::attach;
 use crate::resolve::{KernelFunctions, is_glob};
 
-pub fn run(pattern: &str) -> anyhow::Result<i32> {
+const EXAMPLES: &str = "\
+Examples:
+  sudo hotprof list 'copy_*_iter*'
+  sudo hotprof list 'vfs_*'
+  # Why a function cannot be probed (notrace, inlined, blacklisted) and what is close
+  sudo hotprof list copy_page_from_iter_atomic";
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = EXAMPLES)]
+pub struct ListArgs {
+    /// Function name or glob (`copy_*_iter*`).
+    pub pattern: String,
+}
+
+pub fn run(args: &ListArgs) -> anyhow::Result<i32> {
+    let pattern = args.pattern.as_str();
     let kernel = KernelFunctions::from_system().context("cannot read /proc/kallsyms")?;
     let btf = aya::Btf::from_sys_fs().ok();
     let in_btf = |name: &str| {

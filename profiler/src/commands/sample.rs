@@ -6,21 +6,29 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use aya::{
-    maps::{HashMap, MapData, PerCpuHashMap},
+    maps::{MapData, PerCpuHashMap},
     programs::{
         PerfEvent,
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
     },
 };
 use profiler_common::{StackKey, StackTotals, names};
-use tokio::signal::unix::{SignalKind, signal};
 
+use super::args::DEFAULT_STACK_MAP_SIZE;
 use crate::attach::{self, ProbeConfig, TracepointOffsets};
 use crate::collect::CollectedStack;
-use crate::workload::Workload;
+use crate::session::{self, Followed, Signals};
+
+const EXAMPLES: &str = "\
+Examples:
+  # Where a getpid loop spends its CPU, like perf record -g (no kprobes needed)
+  sudo hotprof sample --flamegraph cpu.svg -- syscall_lat 5000000
+  # A running process for 10 s, top 30 rows
+  sudo hotprof sample -p 1234 --duration 10s --top 30";
 
 /// Options of `hotprof sample`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = EXAMPLES)]
 pub struct SampleArgs {
     /// Samples per second per CPU.
     #[arg(long, default_value_t = 999, value_parser = clap::value_parser!(u64).range(1..=100_000))]
@@ -41,7 +49,7 @@ pub struct SampleArgs {
     #[arg(long, default_value_t = 20)]
     pub top: usize,
     /// Distinct stacks kept in the kernel.
-    #[arg(long, default_value_t = 16384, value_parser = clap::value_parser!(u32).range(16..=1_048_576))]
+    #[arg(long, default_value_t = DEFAULT_STACK_MAP_SIZE, value_parser = clap::value_parser!(u32).range(16..=1_048_576))]
     pub stack_map_size: u32,
     /// Workload to run and sample (its process tree only).
     #[arg(last = true, value_name = "CMD")]
@@ -108,18 +116,14 @@ pub async fn run(args: &SampleArgs) -> anyhow::Result<i32> {
 
 /// Runs the sampling session and returns the raw samples (symbolized by the caller).
 pub async fn collect(args: &SampleArgs) -> anyhow::Result<Samples> {
-    if args.pid.is_some() && !args.command.is_empty() {
-        anyhow::bail!("give either -p/--pid or a command after --, not both");
-    }
+    let pids: Vec<u32> = args.pid.into_iter().collect();
+    session::check_processes(&pids, &args.command)?;
     if let Some(pid) = args.pid
         && !std::path::Path::new(&format!("/proc/{pid}")).exists()
     {
         anyhow::bail!("no process with pid {pid}");
     }
-    if let Some(program) = args.command.first() {
-        crate::workload::check_runnable(program)?;
-    }
-    attach::check_privileges().map_err(anyhow::Error::msg)?;
+    session::check_system(&args.command)?;
     let follow = !args.command.is_empty();
     let offsets = if follow {
         let tracefs = crate::resolve::tracefs_root()
@@ -140,7 +144,7 @@ pub async fn collect(args: &SampleArgs) -> anyhow::Result<Samples> {
     let attach::Loaded {
         mut ebpf,
         task_store,
-    } = attach::load(&config).map_err(|e| anyhow::anyhow!("cannot load the eBPF programs: {e}"))?;
+    } = session::load(&config)?;
     let program: &mut PerfEvent = ebpf
         .program_mut("on_cpu_sample")
         .context("on_cpu_sample program missing")?
@@ -161,22 +165,9 @@ pub async fn collect(args: &SampleArgs) -> anyhow::Result<Samples> {
     }
     attach::attach_tracking(&mut ebpf, task_store, false, follow)?;
 
-    let mut workload = if follow {
-        Some(Workload::spawn(&args.command)?)
-    } else {
-        None
-    };
-    {
-        let mut tgids: HashMap<_, u32, u8> =
-            HashMap::try_from(ebpf.map_mut(names::TGIDS).context("TGIDS map missing")?)?;
-        for pid in workload.as_ref().map(|w| w.pid).into_iter().chain(args.pid) {
-            tgids.insert(pid, 1, 0)?;
-        }
-    }
+    let mut workload = Followed::spawn(&mut ebpf, &args.command, &pids)?;
     let started = Instant::now();
-    if let Some(w) = workload.as_mut() {
-        w.release()?;
-    }
+    workload.release()?;
     eprintln!(
         "hotprof: sampling {} CPU(s) at {} Hz{}",
         cpus.len(),
@@ -187,30 +178,21 @@ pub async fn collect(args: &SampleArgs) -> anyhow::Result<Samples> {
             String::new()
         }
     );
-    let mut sigint = signal(SignalKind::interrupt())?;
-    let mut sigterm = signal(SignalKind::terminate())?;
-    let mut exited = workload.as_ref().map(|w| {
-        let pid = w.pid;
-        tokio::task::spawn_blocking(move || crate::workload::wait_pid(pid))
-    });
+    let mut signals = Signals::new()?;
     let deadline = args.duration.map(|d| tokio::time::Instant::now() + d);
     let mut exit_code = 0;
     tokio::select! {
-        _ = sigint.recv() => {}
-        _ = sigterm.recv() => {}
-        status = async { exited.as_mut().unwrap().await }, if exited.is_some() => {
-            exit_code = status.context("waiting for the workload")?.context("waiting for the workload")?;
-            exited = None;
+        _ = signals.recv() => {}
+        status = workload.exit(), if workload.running() => {
+            exit_code = status?;
         }
         _ = async { tokio::time::sleep_until(deadline.unwrap()).await }, if deadline.is_some() => {}
     }
     let elapsed = started.elapsed();
-    if let (Some(waiting), Some(w)) = (exited, &workload) {
-        w.signal(libc::SIGTERM);
-        if let Ok(Ok(Ok(code))) = tokio::time::timeout(Duration::from_secs(5), waiting).await {
+    if workload.running() {
+        workload.signal(libc::SIGTERM);
+        if let Some(code) = workload.reap().await {
             exit_code = code;
-        } else {
-            w.signal(libc::SIGKILL);
         }
     }
     let counters = crate::collect::snapshot(&ebpf, 0)?;

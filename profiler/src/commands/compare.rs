@@ -1,5 +1,4 @@
-//! `hotprof compare` and `hotprof diff-flame`: the thin command layer over [`crate::compare`]
-//! and [`crate::flame::render_diff`].
+//! `hotprof compare`: the thin command layer over [`crate::compare`].
 
 use std::path::PathBuf;
 
@@ -7,8 +6,20 @@ use anyhow::Context as _;
 
 use crate::model::{Recording, load_recording};
 
+const EXAMPLES: &str = "\
+Examples:
+  # Base kernel, then the patched one (same command), then the verdict
+  sudo hotprof --fn __audit_filter_op --runs 5 --json base.json -- syscall_lat 100000
+  sudo hotprof --fn __audit_filter_op --runs 5 --json new.json -- syscall_lat 100000
+  hotprof compare base.json new.json
+  # CI gate: exit 3 if a significant slowdown exceeds 5 %, plus an HTML overlay
+  hotprof compare base.json new.json --fail-if-slower 5 --html cmp.html
+  # Sides recorded interleaved (a1 b1 a2 b2 ...) so drift hits both alike
+  hotprof compare a1.json,a2.json,a3.json b1.json,b2.json,b3.json";
+
 /// Options of `hotprof compare`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = EXAMPLES)]
 pub struct CompareArgs {
     /// The base recording (`--json` output; with `--runs N` it holds N runs). Several files,
     /// comma-separated, are more runs of the same side: recordings taken interleaved
@@ -57,7 +68,7 @@ fn parse_percent(text: &str) -> Result<f64, String> {
 /// Exit code of `compare` when `--fail-if-slower` trips.
 pub const REGRESSION_EXIT: i32 = 3;
 
-pub fn run_compare(args: &CompareArgs) -> anyhow::Result<i32> {
+pub fn run(args: &CompareArgs) -> anyhow::Result<i32> {
     let load_side = |paths: &[PathBuf]| {
         paths
             .iter()
@@ -100,39 +111,5 @@ pub fn run_compare(args: &CompareArgs) -> anyhow::Result<i32> {
             return Ok(REGRESSION_EXIT);
         }
     }
-    Ok(0)
-}
-
-/// Options of `hotprof diff-flame`.
-#[derive(Debug, clap::Args)]
-pub struct DiffFlameArgs {
-    /// Folded stacks of the base run (`--folded`).
-    pub base: PathBuf,
-    /// Folded stacks of the new run.
-    pub new: PathBuf,
-    /// Output SVG.
-    #[arg(short = 'o', long = "output", value_name = "FILE.svg")]
-    pub output: PathBuf,
-    /// Unit of the folded weights.
-    #[arg(long, default_value = "ns")]
-    pub unit: String,
-}
-
-pub fn run_diff_flame(args: &DiffFlameArgs) -> anyhow::Result<i32> {
-    let read = |path: &PathBuf| -> anyhow::Result<Vec<(String, u64)>> {
-        let data =
-            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-        crate::flame::parse_folded(&data).with_context(|| format!("{}", path.display()))
-    };
-    let (base, new) = (read(&args.base)?, read(&args.new)?);
-    let title = format!(
-        "hotprof diff: {} → {} (red grew, blue shrank; normalized)",
-        args.base.display(),
-        args.new.display()
-    );
-    let svg = crate::flame::render_diff(&base, &new, &title, &args.unit)?;
-    std::fs::write(&args.output, svg)
-        .with_context(|| format!("cannot write {}", args.output.display()))?;
-    eprintln!("hotprof: wrote {}", args.output.display());
     Ok(0)
 }

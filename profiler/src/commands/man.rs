@@ -1,25 +1,26 @@
-//! `hotprof completions SHELL` and `hotprof man [--out DIR]`: shell completion scripts and
-//! man pages generated from the clap definitions in [`crate::cli`], so they can never
-//! disagree with `--help`.
-//!
-//! Both are rendered into memory first and then written: clap_complete panics when its
-//! writer fails (e.g. `hotprof completions bash | head -1` closing the pipe), and a half
-//! written man page is worse than none.
+//! `hotprof man [--out DIR]`: man pages generated from the clap definitions, so they can never
+//! disagree with `--help`. Each page is rendered into memory first: a half-written man page is
+//! worse than none.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use clap::CommandFactory as _;
-use clap_complete::Shell;
 use clap_mangen::roff::{Roff, roman};
 
-use crate::cli::Cli;
+const EXAMPLES: &str = "\
+Examples:
+  sudo hotprof man --out /usr/local/share/man/man1 && man hotprof
+  hotprof man | man -l -";
 
-/// The binary's name as shells and `man` know it.
-const BIN: &str = "hotprof";
+#[derive(Debug, clap::Args)]
+#[command(after_help = EXAMPLES)]
+pub struct ManArgs {
+    /// Directory to write hotprof.1 and hotprof-SUBCOMMAND.1 into (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
 
 #[derive(Debug, thiserror::Error)]
-pub enum DocsError {
+pub enum ManError {
     #[error("cannot create the man page directory {}: {source}", path.display())]
     CreateDir {
         path: PathBuf,
@@ -30,20 +31,8 @@ pub enum DocsError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("cannot write to stdout: {0}")]
-    Stdout(std::io::Error),
-}
-
-/// The completion script for `shell`.
-pub fn completion_script(shell: Shell) -> Vec<u8> {
-    let mut script = Vec::new();
-    clap_complete::generate(shell, &mut Cli::command(), BIN, &mut script);
-    script
-}
-
-/// `hotprof completions SHELL`: the script on stdout.
-pub fn print_completions(shell: Shell) -> Result<(), DocsError> {
-    write_stdout(&completion_script(shell))
+    #[error(transparent)]
+    Stdout(#[from] super::StdoutError),
 }
 
 /// One man page: its file name (`hotprof.1`, `hotprof-compare.1`) and roff source.
@@ -52,9 +41,10 @@ pub struct ManPage {
     pub roff: Vec<u8>,
 }
 
-/// hotprof.1 followed by one page per (visible) subcommand, in definition order.
-pub fn man_pages() -> Vec<ManPage> {
-    let mut root = Cli::command().disable_help_subcommand(true);
+/// The page of `root` (hotprof's whole command line) followed by one page per (visible)
+/// subcommand, in definition order.
+pub fn man_pages(root: clap::Command) -> Vec<ManPage> {
+    let mut root = root.disable_help_subcommand(true);
     root.build();
     let mut pages = vec![man_page(root.clone())];
     pages.extend(
@@ -125,19 +115,24 @@ fn examples_section(after_help: &str) -> String {
     roff.render()
 }
 
-/// `hotprof man`: every page into `out` (created if missing), or hotprof.1 to stdout.
-pub fn write_man_pages(out: Option<&Path>) -> Result<(), DocsError> {
-    let pages = man_pages();
+/// `hotprof man`: every page of `root` into `--out` (created if missing), or hotprof.1 to
+/// stdout.
+pub fn run(args: &ManArgs, root: clap::Command) -> anyhow::Result<i32> {
+    write_pages(&man_pages(root), args.out.as_deref())?;
+    Ok(0)
+}
+
+fn write_pages(pages: &[ManPage], out: Option<&Path>) -> Result<(), ManError> {
     let Some(dir) = out else {
-        return write_stdout(&pages[0].roff);
+        return Ok(super::write_stdout(&pages[0].roff)?);
     };
-    std::fs::create_dir_all(dir).map_err(|source| DocsError::CreateDir {
+    std::fs::create_dir_all(dir).map_err(|source| ManError::CreateDir {
         path: dir.to_path_buf(),
         source,
     })?;
-    for page in &pages {
+    for page in pages {
         let path = dir.join(&page.file_name);
-        std::fs::write(&path, &page.roff).map_err(|source| DocsError::Write {
+        std::fs::write(&path, &page.roff).map_err(|source| ManError::Write {
             path: path.clone(),
             source,
         })?;
@@ -146,21 +141,18 @@ pub fn write_man_pages(out: Option<&Path>) -> Result<(), DocsError> {
     Ok(())
 }
 
-fn write_stdout(bytes: &[u8]) -> Result<(), DocsError> {
-    let mut stdout = std::io::stdout().lock();
-    stdout
-        .write_all(bytes)
-        .and_then(|()| stdout.flush())
-        .map_err(DocsError::Stdout)
-}
-
 #[cfg(test)]
 mod tests {
+    use clap::CommandFactory as _;
+
     use super::*;
 
     #[test]
     fn every_subcommand_gets_a_page_named_after_it() {
-        let names: Vec<String> = man_pages().into_iter().map(|p| p.file_name).collect();
+        let names: Vec<String> = man_pages(crate::cli::Cli::command())
+            .into_iter()
+            .map(|p| p.file_name)
+            .collect();
         for expected in [
             "hotprof.1",
             "hotprof-list.1",
@@ -186,22 +178,5 @@ mod tests {
             section.contains("# a comment\nsudo hotprof \\-\\-fn x\n.sp\ny\n.fi\n"),
             "{section}"
         );
-    }
-
-    #[test]
-    fn every_shell_gets_a_script_naming_the_subcommands() {
-        for shell in [
-            Shell::Bash,
-            Shell::Zsh,
-            Shell::Fish,
-            Shell::Elvish,
-            Shell::PowerShell,
-        ] {
-            let script = String::from_utf8(completion_script(shell)).unwrap();
-            // fish spells options without dashes (`-l syscall`).
-            for word in ["compare", "diff-flame", "syscall", "mode", "kprobe"] {
-                assert!(script.contains(word), "{shell:?} script lacks {word}");
-            }
-        }
     }
 }

@@ -1,7 +1,7 @@
 //! `hotprof serve`: the probes of a recording, exposed as a Prometheus scrape endpoint.
 //!
-//! Attaches exactly as the default (record) command does ([`crate::record::validate`],
-//! [`crate::record::attach_probes`]), then answers `GET /metrics` ([`http`]) with the
+//! Attaches exactly as the default (record) command does ([`crate::session::validate`],
+//! [`crate::session::attach`]), then answers `GET /metrics` ([`http`]) with the
 //! recording read fresh from the kernel maps on every scrape. The maps are cumulative and
 //! never cleared, which is what Prometheus counters and histograms must be: `rate()` and
 //! `histogram_quantile()` over any window work on the scraper's side. On SIGINT/SIGTERM the
@@ -20,12 +20,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use tokio::signal::unix::{SignalKind, signal};
 
+use super::args::{DEFAULT_STACK_MAP_SIZE, ProbeArgs};
 use crate::attach::{self, AttachedMode};
-use crate::cli::{ProbeArgs, RecordArgs};
 use crate::model::{Recording, TaskStore};
-use crate::record::{self, Attached, Probed, Session};
+use crate::session::{self, Attached, Followed, Probed, Session, SessionSpec, Signals};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -61,18 +60,15 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
-    /// The equivalent arguments of the default command (its defaults for everything `serve`
-    /// does not offer), so both attach through the same code.
-    fn into_record_args(self) -> anyhow::Result<(SocketAddr, RecordArgs)> {
-        use clap::{Args as _, FromArgMatches as _};
-        let defaults = RecordArgs::augment_args(clap::Command::new("hotprof"))
-            .try_get_matches_from(["hotprof"])
-            .context("default record options")?;
-        let mut args = RecordArgs::from_arg_matches(&defaults).context("default record options")?;
-        args.probe = self.probe;
-        args.json = self.json;
-        args.command = self.command;
-        Ok((self.listen, args))
+    /// The session this command runs: the default command's, without stacks or off-CPU time.
+    fn session_spec(&self) -> SessionSpec {
+        SessionSpec {
+            probe: self.probe.to_spec(),
+            command: self.command.clone(),
+            // No stacks are captured; the size the maps are created with.
+            stack_map_size: DEFAULT_STACK_MAP_SIZE,
+            ..SessionSpec::default()
+        }
     }
 }
 
@@ -84,7 +80,7 @@ struct Live {
     mode: AttachedMode,
     task_store: TaskStore,
     overhead: Option<f64>,
-    args: RecordArgs,
+    command: Vec<String>,
     started: Instant,
 }
 
@@ -95,7 +91,8 @@ impl Live {
             mode: self.mode,
             task_store: self.task_store,
             overhead: self.overhead,
-            args: &self.args,
+            off_cpu: false,
+            command: &self.command,
         }
     }
 
@@ -116,14 +113,12 @@ impl Live {
 /// Runs the exporter until SIGINT/SIGTERM; returns the exit code (the workload's, when there
 /// is one, else 0).
 pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
-    let (listen, args) = args.into_record_args()?;
-    let filter = record::validate(&args)?;
-    let listener = http::bind(listen).await?;
+    let spec = args.session_spec();
+    let filter = session::validate(&spec)?;
+    session::check_system(&args.command)?;
+    let listener = http::bind(args.listen).await?;
     let address = listener.local_addr().context("listening socket")?;
-    let mut signals = (
-        signal(SignalKind::interrupt())?,
-        signal(SignalKind::terminate())?,
-    );
+    let mut signals = Signals::new()?;
     // `links` is bound by name: a `..` would drop the kprobe links, detaching them, here.
     let Attached {
         mut ebpf,
@@ -133,12 +128,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
         task_store,
         overhead,
         ..
-    } = record::attach_probes(&args, filter)?;
-    let mut workload = record::spawn_followed(&mut ebpf, &args)?;
+    } = session::attach(&spec, filter)?;
+    let mut workload = Followed::spawn(&mut ebpf, &args.command, &args.probe.filter.pids)?;
     let started = Instant::now();
-    if let Some(w) = workload.as_mut() {
-        w.release()?;
-    }
+    workload.release()?;
     let what = format!(
         "{} {} attached ({} mode)",
         probed.len(),
@@ -164,7 +157,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
         mode,
         task_store,
         overhead,
-        args,
+        command: args.command.clone(),
         started,
     });
     let source: http::RecordingSource = {
@@ -183,31 +176,23 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
     });
     eprintln!(
         "hotprof: serving http://{address}/metrics: {what}{}",
-        match &workload {
-            Some(_) => format!(", running: {}", live.args.command.join(" ")),
-            None => ", SIGINT/SIGTERM to stop".into(),
+        if workload.is_some() {
+            format!(", running: {}", live.command.join(" "))
+        } else {
+            ", SIGINT/SIGTERM to stop".into()
         }
     );
 
-    let mut exited = workload.as_ref().map(|w| {
-        let pid = w.pid;
-        tokio::task::spawn_blocking(move || crate::workload::wait_pid(pid))
-    });
     let mut exit_code = 0;
     let mut server_error = None;
     loop {
         tokio::select! {
-            _ = signals.0.recv() => {
-                if let Some(w) = &workload { w.signal(libc::SIGINT); }
+            signal = signals.recv() => {
+                workload.signal(signal);
                 break;
             }
-            _ = signals.1.recv() => {
-                if let Some(w) = &workload { w.signal(libc::SIGTERM); }
-                break;
-            }
-            status = async { exited.as_mut().unwrap().await }, if exited.is_some() => {
-                exited = None;
-                exit_code = status.context("waiting for the workload")?.context("waiting for the workload")?;
+            status = workload.exit(), if workload.running() => {
+                exit_code = status?;
                 eprintln!("hotprof: workload exited with code {exit_code}; still serving, SIGINT/SIGTERM to stop");
             }
             result = &mut server => {
@@ -239,16 +224,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
     // Detach every probe before printing.
     drop(links);
     drop(ebpf);
-    if let Some(waiting) = exited {
-        // Stopped by a signal while the workload ran: it was told to stop; reap it.
-        match tokio::time::timeout(Duration::from_secs(5), waiting).await {
-            Ok(Ok(Ok(code))) => exit_code = code,
-            _ => {
-                if let Some(w) = &workload {
-                    w.signal(libc::SIGKILL);
-                }
-            }
-        }
+    // Stopped by a signal while the workload ran: it was told to stop; reap it.
+    if let Some(code) = workload.reap().await {
+        exit_code = code;
     }
     let mut recording = live.session().recording(&snapshot, started.elapsed());
     recording.losses.kernel_missed = kernel_missed;
@@ -257,7 +235,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
         scrapes.load(Ordering::Relaxed)
     );
     print!("{}", crate::report::render_recording(&recording));
-    if let Some(path) = &live.args.json {
+    if let Some(path) = &args.json {
         crate::report::write_json(&recording, path)?;
         eprintln!("hotprof: wrote {}", path.display());
     }

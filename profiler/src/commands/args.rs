@@ -1,0 +1,107 @@
+//! Argument groups more than one command flattens into its own, and their conversion into the
+//! domain types below the command layer ([`crate::session`], [`crate::attach::Mode`]).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::attach::Mode;
+use crate::session::{FilterSpec, ProbeSpec};
+use crate::units::parse_duration;
+
+/// Distinct stacks kept in the kernel unless `--stack-map-size` says otherwise.
+pub const DEFAULT_STACK_MAP_SIZE: u32 = 16384;
+
+/// What to probe and whose calls count: shared by the default command and `serve`.
+#[derive(Debug, Args)]
+pub struct ProbeArgs {
+    /// Kernel function (or glob) to time; repeat for several. GCC clones (.isra/.constprop/
+    /// .part) are resolved automatically.
+    #[arg(long = "fn", value_name = "FUNC|GLOB")]
+    pub functions: Vec<String>,
+
+    /// Syscall to time via its sys_enter/sys_exit tracepoints (no kprobes needed).
+    #[arg(long = "syscall", value_name = "NAME")]
+    pub syscalls: Vec<String>,
+
+    /// Probe mechanism for --fn.
+    #[arg(long, value_enum, default_value_t = ModeArg::Auto)]
+    pub mode: ModeArg,
+
+    /// Ignore calls faster than this (they are still counted).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub min_latency: Option<Duration>,
+
+    /// Skip measuring hotprof's own per-call overhead at start-up.
+    #[arg(long)]
+    pub no_calibrate: bool,
+
+    #[command(flatten)]
+    pub filter: FilterArgs,
+}
+
+/// `--mode`: the values of [`Mode`], as the command line spells them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ModeArg {
+    /// fentry/fexit when BTF and trampolines work (decided by trying), else kprobe.
+    Auto,
+    /// fentry/fexit only (5.5+, BTF).
+    Fentry,
+    /// kprobe/kretprobe only (4.17+; more than 64 functions: 5.15+).
+    Kprobe,
+}
+
+impl From<ModeArg> for Mode {
+    fn from(mode: ModeArg) -> Self {
+        match mode {
+            ModeArg::Auto => Mode::Auto,
+            ModeArg::Fentry => Mode::Fentry,
+            ModeArg::Kprobe => Mode::Kprobe,
+        }
+    }
+}
+
+#[derive(Debug, Args, Default)]
+pub struct FilterArgs {
+    /// Only these processes (thread-group ids); repeatable.
+    #[arg(short = 'p', long = "pid", value_name = "PID", value_parser = clap::value_parser!(u32).range(1..))]
+    pub pids: Vec<u32>,
+    /// Only this thread.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub tid: Option<u32>,
+    /// Only tasks with this command name (as in /proc/PID/comm, at most 15 bytes).
+    #[arg(long)]
+    pub comm: Option<String>,
+    /// Only tasks in this cgroup v2 directory (e.g. /sys/fs/cgroup/system.slice/foo.service).
+    #[arg(long, value_name = "PATH")]
+    pub cgroup: Option<PathBuf>,
+    /// Only calls entered on this CPU.
+    #[arg(long)]
+    pub cpu: Option<u32>,
+}
+
+impl ProbeArgs {
+    pub fn to_spec(&self) -> ProbeSpec {
+        ProbeSpec {
+            functions: self.functions.clone(),
+            syscalls: self.syscalls.clone(),
+            mode: self.mode.into(),
+            min_latency: self.min_latency,
+            calibrate: !self.no_calibrate,
+            filter: self.filter.to_spec(),
+        }
+    }
+}
+
+impl FilterArgs {
+    pub fn to_spec(&self) -> FilterSpec {
+        FilterSpec {
+            pids: self.pids.clone(),
+            tid: self.tid,
+            comm: self.comm.clone(),
+            cgroup: self.cgroup.clone(),
+            cpu: self.cpu,
+        }
+    }
+}

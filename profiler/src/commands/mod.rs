@@ -1,0 +1,30 @@
+//! The command layer: one module per subcommand, each with its argument struct, its help
+//! examples and its `run`. Arguments become domain types ([`crate::session::SessionSpec`] and
+//! the like) here; nothing below this layer knows clap.
+
+pub mod args;
+pub mod compare;
+pub mod completions;
+pub mod diff_flame;
+pub mod flamegraph;
+pub mod list;
+pub mod man;
+pub mod record;
+pub mod sample;
+pub mod serve;
+pub mod status;
+
+use std::io::Write as _;
+
+/// Writing a command's output to stdout failed (a closed pipe, say).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write to stdout: {0}")]
+pub struct StdoutError(#[from] std::io::Error);
+
+/// All of `bytes` to stdout, flushed.
+fn write_stdout(bytes: &[u8]) -> Result<(), StdoutError> {
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(bytes)?;
+    stdout.flush()?;
+    Ok(())
+}

@@ -1,0 +1,497 @@
+//! `hotprof --fn …` / `--syscall …`, the default command: the pipeline resolve → attach →
+//! collect → model → report, once or for `--runs N`, with interval reports and the outputs
+//! (`--json`, stacks, `--html`).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use clap::Args;
+use profiler_common::StackCapture;
+
+use super::args::{DEFAULT_STACK_MAP_SIZE, ProbeArgs};
+use crate::attach::{self, AttachedMode};
+use crate::collect::{self, Snapshot};
+use crate::model::{IntervalFunction, IntervalRecord, Recording, RunRecord};
+use crate::progress::Progress;
+use crate::report;
+use crate::session::{self, Attached, Filters, Followed, Session, SessionSpec, Signals};
+use crate::units::parse_positive_duration;
+
+/// `hotprof --help` examples: the four seed scenarios, each a command that was run (the
+/// README's "Recipes" shows their output). `syscall_lat` and `audit_rules` are this repo's
+/// `workloads/`; `hackbench` is Debian's rt-tests.
+pub const EXAMPLES: &str = "\
+Examples:
+  # Audit filter cost per syscall: load audit rules (auditctl, or `audit_rules add 3`),
+  # then time __audit_filter_op under a getpid loop; 5 runs kept for `hotprof compare`
+  sudo hotprof --fn __audit_filter_op --runs 5 --json base.json -- syscall_lat 100000
+  # Page-cache writes to tmpfs/shmem, and where they come from. copy_page_from_iter_atomic
+  # is notrace on Debian's 6.1/6.12 (kprobes refuse it), so time its caller
+  sudo hotprof --fn generic_perform_write --stacks -- dd if=/dev/zero of=/dev/shm/x bs=4k count=100000
+  # Page-cache reads (the seed: _copy_to_user under hdparm -T) with a latency flamegraph;
+  # _copy_to_user is notrace on Debian's 6.1/6.12 too, so time the read path above it
+  sudo hotprof --fn filemap_read --stacks --flamegraph read.svg -- dd if=big.file of=/dev/null bs=1M
+  # Syscall latency under a hackbench load, a report per second (tracepoints, no kprobes)
+  sudo hotprof --syscall write --syscall read --interval 1s -- hackbench -g 10 -l 2000
+  # Which functions a glob matches, and which probe modes can attach to them
+  sudo hotprof list 'copy_*_iter*'
+
+Completions and man pages: hotprof completions bash, hotprof man --out DIR";
+
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    #[command(flatten)]
+    pub probe: ProbeArgs,
+
+    /// Stop after this long (e.g. 10s, 500ms). Default: until Ctrl-C or the workload exits.
+    #[arg(long, value_parser = parse_positive_duration)]
+    pub duration: Option<Duration>,
+
+    /// Print (and start afresh) a report every interval.
+    #[arg(long, value_parser = parse_positive_duration)]
+    pub interval: Option<Duration>,
+
+    /// Write the recording (raw buckets included) as versioned JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// Also measure the time spent switched out inside each call (sched_switch).
+    #[arg(long)]
+    pub off_cpu: bool,
+
+    /// Capture the kernel stack at each call's entry and aggregate latency per stack.
+    #[arg(long)]
+    pub stacks: bool,
+
+    /// Also capture user stacks (implies --stacks).
+    #[arg(long)]
+    pub user_stacks: bool,
+
+    /// Write a flamegraph SVG of the stacks, weighted by latency (implies --stacks).
+    #[arg(long, value_name = "FILE.svg")]
+    pub flamegraph: Option<PathBuf>,
+
+    /// Write the stacks in folded format (`a;b;c WEIGHT`, implies --stacks).
+    #[arg(long, value_name = "FILE")]
+    pub folded: Option<PathBuf>,
+
+    /// Write the stacks as a gzip'd pprof profile (latency and call-count samples; implies
+    /// --stacks), for `go tool pprof`, Parca or Pyroscope.
+    #[arg(long, value_name = "FILE.pb.gz")]
+    pub pprof: Option<PathBuf>,
+
+    /// Write a self-contained HTML report (percentiles, histogram chart, flamegraph).
+    #[arg(long, value_name = "FILE.html")]
+    pub html: Option<PathBuf>,
+
+    /// What a stack's width means in --flamegraph/--folded.
+    #[arg(long, value_enum, default_value_t = StackWeight::Latency)]
+    pub weight: StackWeight,
+
+    /// Distinct stacks kept in the kernel (beyond that they are counted as lost).
+    #[arg(long, default_value_t = DEFAULT_STACK_MAP_SIZE, value_parser = clap::value_parser!(u32).range(16..=1_048_576))]
+    pub stack_map_size: u32,
+
+    /// Run the workload this many times (like `perf stat -r`), keeping each run's figures
+    /// in the JSON for `hotprof compare`.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub runs: u32,
+
+    /// Workload to run and measure (only its process tree, only while it runs).
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// Width of a flamegraph frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum StackWeight {
+    /// Total nanoseconds spent in the probed function under that stack.
+    Latency,
+    /// Number of calls.
+    Count,
+}
+
+impl RecordArgs {
+    /// Whether any option needs stacks captured.
+    pub fn wants_stacks(&self) -> bool {
+        self.stacks
+            || self.user_stacks
+            || self.flamegraph.is_some()
+            || self.folded.is_some()
+            || self.pprof.is_some()
+    }
+}
+
+impl RecordArgs {
+    /// The session this command runs.
+    pub fn session_spec(&self) -> SessionSpec {
+        SessionSpec {
+            probe: self.probe.to_spec(),
+            off_cpu: self.off_cpu,
+            stacks: self.stack_capture(),
+            stack_map_size: self.stack_map_size,
+            command: self.command.clone(),
+        }
+    }
+
+    fn stack_capture(&self) -> StackCapture {
+        if self.user_stacks {
+            StackCapture::KernelAndUser
+        } else if self.wants_stacks() {
+            StackCapture::Kernel
+        } else {
+            StackCapture::None
+        }
+    }
+}
+
+/// Checks the arguments and the system before anything is loaded, so a typo costs nothing;
+/// returns the filters as the probes compare them.
+fn validate(args: &RecordArgs, spec: &SessionSpec) -> anyhow::Result<Filters> {
+    let filter = session::validate(spec)?;
+    if args.runs > 1 && args.command.is_empty() {
+        bail!("--runs needs a workload command after --");
+    }
+    if args.runs > 1 && args.interval.is_some() {
+        bail!("--runs and --interval cannot be combined");
+    }
+    for (option, path) in [
+        ("--json", &args.json),
+        ("--flamegraph", &args.flamegraph),
+        ("--folded", &args.folded),
+        ("--pprof", &args.pprof),
+        ("--html", &args.html),
+    ] {
+        if let Some(path) = path {
+            check_writable(option, path)?;
+        }
+    }
+    session::check_system(&args.command)?;
+    Ok(filter)
+}
+
+/// Runs a recording; returns the process exit code (the workload's, when there is one).
+pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
+    let spec = args.session_spec();
+    let filter = validate(&args, &spec)?;
+    let Attached {
+        mut ebpf,
+        links,
+        probed,
+        targets,
+        mode,
+        task_store,
+        overhead,
+    } = session::attach(&spec, filter)?;
+    let follow = !args.command.is_empty();
+
+    let session = Session {
+        probed: &probed,
+        mode,
+        task_store,
+        overhead,
+        off_cpu: args.off_cpu,
+        command: &args.command,
+    };
+    let mut signals = Signals::new()?;
+    let started = Instant::now();
+    let mut runs = Vec::new();
+    let mut intervals = Vec::new();
+    let mut exit_code = 0;
+    let mut previous = Snapshot::default();
+    for run in 1..=args.runs {
+        if args.runs > 1 {
+            eprintln!("hotprof: run {run}/{}", args.runs);
+        }
+        let mut outcome = measure(&mut ebpf, &args, &session, &mut signals, &previous).await?;
+        exit_code = outcome.exit_code;
+        intervals.append(&mut outcome.intervals);
+        let now = collect::snapshot(&ebpf, probed.len())?;
+        if follow {
+            let delta = now.since(&previous);
+            let single = session.recording(&delta, outcome.elapsed);
+            runs.push(RunRecord {
+                duration_ns: outcome.elapsed.as_nanos() as u64,
+                exit_code: outcome.exit_code,
+                workload_metrics: outcome.workload_metrics,
+                functions: single.functions,
+            });
+        }
+        previous = now;
+        if outcome.interrupted {
+            break;
+        }
+    }
+    let last = collect::snapshot(&ebpf, probed.len())?;
+    let kernel_missed = attach::recursion_misses(&ebpf);
+    let stacks = if args.wants_stacks() {
+        Some(collect::stacks(&ebpf)?)
+    } else {
+        None
+    };
+    // Detach every probe before printing.
+    drop(links);
+    drop(ebpf);
+    let mut recording = session.recording(&last, started.elapsed());
+    recording.losses.kernel_missed = kernel_missed;
+    recording.runs = runs;
+    recording.intervals = intervals;
+    if args.interval.is_some() || args.runs > 1 {
+        println!(
+            "--- total{}",
+            if args.runs > 1 {
+                format!(" of {} runs", recording.runs.len())
+            } else {
+                String::new()
+            }
+        );
+    }
+    print!("{}", report::render_recording(&recording));
+    let flamegraph = match stacks {
+        Some(stacks) => write_stacks(&args, &recording, &stacks, &targets)?,
+        None => None,
+    };
+    if let Some(path) = &args.html {
+        let page = crate::export::html::render_recording(&recording, flamegraph.as_deref());
+        std::fs::write(path, page).with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("hotprof: wrote {}", path.display());
+    }
+    if let Some(path) = &args.json {
+        report::write_json(&recording, path)?;
+        eprintln!("hotprof: wrote {}", path.display());
+    }
+    Ok(exit_code)
+}
+
+/// `--stacks` outputs: a top-stacks summary, `--folded`, `--pprof` and `--flamegraph`.
+/// Returns the flamegraph SVG (for `--html`), rendered whenever an output wants it.
+fn write_stacks(
+    args: &RecordArgs,
+    recording: &Recording,
+    stacks: &[collect::CollectedStack],
+    targets: &[crate::resolve::Target],
+) -> anyhow::Result<Option<Vec<u8>>> {
+    use crate::flame::Weight;
+    use crate::report::stacks as out;
+    let kernel =
+        crate::flame::KernelSymbolizer::from_system().context("cannot symbolize kernel stacks")?;
+    let weight = match args.weight {
+        StackWeight::Latency => Weight::LatencyNs,
+        StackWeight::Count => Weight::Count,
+    };
+    let mut records = Vec::new();
+    for id in 0..recording.functions.len() {
+        let leaf = targets.get(id).map(|t| (t.symbol.as_str(), t.address));
+        records.extend(out::records_for(stacks, id as u32, leaf, &kernel));
+    }
+    let folded = out::fold(&records, weight, &kernel, args.user_stacks);
+    print!("{}", out::top_stacks(&folded, weight.count_name(), 5));
+    if let Some(path) = &args.folded {
+        out::write_folded(&folded, path)?;
+        eprintln!("hotprof: wrote {}", path.display());
+    }
+    if let Some(path) = &args.pprof {
+        let by_latency = out::fold(&records, Weight::LatencyNs, &kernel, args.user_stacks);
+        let by_count = out::fold(&records, Weight::Count, &kernel, args.user_stacks);
+        let samples = crate::export::pprof::stack_samples(by_latency, &by_count);
+        let meta = crate::export::pprof::ProfileMeta::of_recording(recording);
+        std::fs::write(path, crate::export::pprof::encode(&samples, &meta))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("hotprof: wrote {}", path.display());
+    }
+    if args.flamegraph.is_none() && args.html.is_none() {
+        return Ok(None);
+    }
+    let (title, subtitle) = report::flamegraph_titles(recording, weight);
+    let svg =
+        crate::flame::render_flamegraph(&folded, &title, Some(&subtitle), weight.count_name())?;
+    if let Some(path) = &args.flamegraph {
+        std::fs::write(path, &svg).with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("hotprof: wrote {}", path.display());
+    }
+    Ok(Some(svg))
+}
+
+/// How one measurement ended.
+struct RunOutcome {
+    exit_code: i32,
+    elapsed: Duration,
+    /// Ctrl-C or SIGTERM: stop, do not start another run.
+    interrupted: bool,
+    workload_metrics: std::collections::BTreeMap<String, f64>,
+    /// `--interval` reports, for the JSON recording.
+    intervals: Vec<IntervalRecord>,
+}
+
+/// CPU time this thread has used (the runtime is single-threaded, so this is hotprof's own
+/// work, whatever else the machine is doing).
+fn thread_cpu_time() -> Duration {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out-pointer; CLOCK_THREAD_CPUTIME_ID exists on every Linux (2.6.12).
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) } != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+}
+
+/// The compact JSON form of one interval report.
+fn interval_record(
+    index: u64,
+    elapsed: Duration,
+    covered: Duration,
+    task_entries: u64,
+    stack_entries: Option<u64>,
+    recording: &Recording,
+) -> IntervalRecord {
+    IntervalRecord {
+        index,
+        elapsed_ns: elapsed.as_nanos() as u64,
+        duration_ns: covered.as_nanos() as u64,
+        task_entries,
+        stack_entries,
+        report_ns: None,
+        report_cpu_ns: None,
+        functions: recording
+            .functions
+            .iter()
+            .map(|f| IntervalFunction {
+                name: f.name.clone(),
+                count: f.count,
+                sum_ns: f.sum_ns,
+                p50_ns: f.p50_ns,
+                p99_ns: f.p99_ns,
+                max_ns: f.max_ns,
+            })
+            .collect(),
+    }
+}
+
+/// One measurement: runs the workload (if any) to its end, or waits for the duration or a
+/// signal, printing interval reports on the way.
+async fn measure(
+    ebpf: &mut aya::Ebpf,
+    args: &RecordArgs,
+    session: &Session<'_>,
+    signals: &mut Signals,
+    since: &Snapshot,
+) -> anyhow::Result<RunOutcome> {
+    let mut workload = Followed::spawn(ebpf, &args.command, &args.probe.filter.pids)?;
+    let started = Instant::now();
+    workload.release()?;
+    eprintln!(
+        "hotprof: {} {} attached ({} mode){}",
+        session.probed.len(),
+        if session.mode == AttachedMode::Syscall {
+            "syscall(s)"
+        } else {
+            "function(s)"
+        },
+        session.mode.as_str(),
+        match (workload.is_some(), args.duration) {
+            (true, _) => format!(", running: {}", args.command.join(" ")),
+            (false, Some(d)) => format!(", for {}", crate::units::format_ns(d.as_nanos() as f64)),
+            (false, None) => ", Ctrl-C to stop".to_string(),
+        }
+    );
+
+    let deadline = args.duration.map(|d| tokio::time::Instant::now() + d);
+    let mut ticker = args
+        .interval
+        .map(|i| tokio::time::interval_at(tokio::time::Instant::now() + i, i));
+    // Elapsed/remaining of --duration on a terminal; not while a workload runs, whose own
+    // output would interleave with the redrawn line.
+    let mut progress = Progress::stderr();
+    let mut progress_ticker = deadline
+        .filter(|_| !workload.is_some() && progress.is_enabled())
+        .map(|_| tokio::time::interval(Duration::from_millis(250)));
+    let mut previous = since.clone();
+    let mut previous_at = Duration::ZERO;
+    let mut interval_index = 0u64;
+    let mut outcome = RunOutcome {
+        exit_code: 0,
+        elapsed: Duration::ZERO,
+        interrupted: false,
+        workload_metrics: Default::default(),
+        intervals: Vec::new(),
+    };
+    loop {
+        tokio::select! {
+            signal = signals.recv() => {
+                workload.signal(signal);
+                outcome.interrupted = true;
+                break;
+            }
+            status = workload.exit(), if workload.running() => {
+                outcome.exit_code = status?;
+                break;
+            }
+            _ = async { tokio::time::sleep_until(deadline.unwrap()).await }, if deadline.is_some() => {
+                workload.signal(libc::SIGTERM);
+                break;
+            }
+            _ = async { ticker.as_mut().unwrap().tick().await }, if ticker.is_some() => {
+                interval_index += 1;
+                progress.clear();
+                let woke_at = started.elapsed();
+                let cpu_at = thread_cpu_time();
+                let now = collect::snapshot(ebpf, session.probed.len())?;
+                let elapsed = started.elapsed();
+                // Counted by the probes as they create entries: no walk of the map per report.
+                let stack_entries = args.wants_stacks().then(|| now.counter(profiler_common::Counter::StackEntries));
+                let recording = session.recording(&now.since(&previous), args.interval.unwrap_or_default());
+                println!("--- interval {interval_index} ({} elapsed)", crate::units::format_ns(elapsed.as_nanos() as f64));
+                print!("{}", report::render_recording(&recording));
+                println!("{}", report::render_map_entries(now.task_entries, stack_entries));
+                let mut record = interval_record(
+                    interval_index,
+                    elapsed,
+                    elapsed - previous_at,
+                    now.task_entries,
+                    stack_entries,
+                    &recording,
+                );
+                record.report_ns = Some((started.elapsed() - woke_at).as_nanos() as u64);
+                record.report_cpu_ns = Some((thread_cpu_time().saturating_sub(cpu_at)).as_nanos() as u64);
+                outcome.intervals.push(record);
+                previous = now;
+                previous_at = elapsed;
+            }
+            _ = async { progress_ticker.as_mut().unwrap().tick().await }, if progress_ticker.is_some() => {
+                progress.waiting(started.elapsed(), args.duration.unwrap_or_default());
+            }
+        }
+    }
+    progress.clear();
+    outcome.elapsed = started.elapsed();
+    // Stopped by a signal or the deadline: the workload was told to stop; reap it so it is
+    // not left behind (killed if it ignores the request).
+    if let Some(code) = workload.reap().await {
+        outcome.exit_code = code;
+    }
+    outcome.workload_metrics = workload.metrics();
+    Ok(outcome)
+}
+
+/// Fails before anything is measured if `path` (given to `option`) cannot be written, so no
+/// run is lost to a typo; the error names the option, as one run may have several outputs.
+fn check_writable(option: &str, path: &std::path::Path) -> anyhow::Result<()> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => std::path::Path::new("."),
+    };
+    if !dir.is_dir() {
+        bail!(
+            "{option} {}: directory {} does not exist",
+            path.display(),
+            dir.display()
+        );
+    }
+    if path.is_dir() {
+        bail!("{option} {}: is a directory", path.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,549 @@
+//! What every long-running command shares (`hotprof` itself, `serve`, `sample`): checking the
+//! request against the system, loading and attaching the probes, starting, following and
+//! reaping the workload, and the signals that end a run. Built from plain domain structs
+//! ([`SessionSpec`]); the command layer turns its arguments into them.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use aya::maps::HashMap;
+use profiler_common::StackCapture;
+use tokio::signal::unix::{Signal, SignalKind, signal};
+use tokio::task::JoinHandle;
+
+use crate::attach::{self, AttachedMode, Mode, ProbeConfig, TracepointOffsets};
+use crate::collect::Snapshot;
+use crate::model::{FunctionRecord, Recording, SCHEMA_VERSION, TaskStore};
+use crate::progress::Progress;
+use crate::resolve::{self, KernelFunctions};
+use crate::workload::Workload;
+
+/// How long a workload told to stop may take before it is killed.
+const WORKLOAD_STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// What to probe and whose calls count.
+#[derive(Clone, Debug, Default)]
+pub struct ProbeSpec {
+    /// Kernel functions or globs (`--fn`).
+    pub functions: Vec<String>,
+    /// Syscalls, timed at their tracepoints (`--syscall`).
+    pub syscalls: Vec<String>,
+    pub mode: Mode,
+    /// Calls faster than this are only counted.
+    pub min_latency: Option<Duration>,
+    /// Measure the probes' own cost per call at start-up.
+    pub calibrate: bool,
+    pub filter: FilterSpec,
+}
+
+/// Whose calls count, as the user named them.
+#[derive(Clone, Debug, Default)]
+pub struct FilterSpec {
+    pub pids: Vec<u32>,
+    pub tid: Option<u32>,
+    /// A command name, as in `/proc/PID/comm`.
+    pub comm: Option<String>,
+    /// A cgroup v2 directory.
+    pub cgroup: Option<PathBuf>,
+    pub cpu: Option<u32>,
+}
+
+/// Everything a long-running command attaches for.
+#[derive(Clone, Debug, Default)]
+pub struct SessionSpec {
+    pub probe: ProbeSpec,
+    /// Account time switched out inside each call.
+    pub off_cpu: bool,
+    pub stacks: StackCapture,
+    /// Distinct stacks the kernel maps hold.
+    pub stack_map_size: u32,
+    /// The workload to run and follow (empty: none).
+    pub command: Vec<String>,
+}
+
+/// The filters as the probes compare them.
+pub struct Filters {
+    cgroup_id: Option<u64>,
+    comm: Option<[u8; 16]>,
+}
+
+/// One probed function or syscall: what the user asked for and what was attached.
+pub struct Probed {
+    pub name: String,
+    pub symbol: String,
+}
+
+/// The probes of one invocation, loaded and attached. Dropping `links` and `ebpf` detaches and
+/// unloads everything.
+pub struct Attached {
+    pub ebpf: aya::Ebpf,
+    /// kprobe mode's links, owned apart from `ebpf` so they close in parallel.
+    pub links: attach::KprobeLinks,
+    pub probed: Vec<Probed>,
+    pub targets: Vec<resolve::Target>,
+    pub mode: AttachedMode,
+    /// Where the loaded object keeps per-task state (what this kernel can create).
+    pub task_store: TaskStore,
+    /// Calibrated probe overhead per call (ns), unless skipped or not measurable.
+    pub overhead: Option<f64>,
+}
+
+/// Fails unless the run names either processes (`-p`) or a command, not both.
+pub fn check_processes(pids: &[u32], command: &[String]) -> anyhow::Result<()> {
+    if !command.is_empty() && !pids.is_empty() {
+        bail!("give either -p/--pid or a command after --, not both");
+    }
+    Ok(())
+}
+
+/// Checks the request against the system before anything is loaded, so a typo costs nothing;
+/// returns the filters as the probes compare them.
+pub fn validate(spec: &SessionSpec) -> anyhow::Result<Filters> {
+    let probe = &spec.probe;
+    if probe.functions.is_empty() && probe.syscalls.is_empty() {
+        bail!("nothing to measure: give --fn FUNC or --syscall NAME (see hotprof --help)");
+    }
+    if !probe.functions.is_empty() && !probe.syscalls.is_empty() {
+        bail!("--fn and --syscall cannot be combined in one run");
+    }
+    check_processes(&probe.filter.pids, &spec.command)?;
+    validate_filters(&probe.filter)
+}
+
+/// Checks what must hold once the command's own options are checked: the workload can be run
+/// and hotprof may load BPF programs.
+pub fn check_system(command: &[String]) -> anyhow::Result<()> {
+    if let Some(program) = command.first() {
+        crate::workload::check_runnable(program)?;
+    }
+    attach::check_privileges()?;
+    Ok(())
+}
+
+/// Checks filter arguments against the system, turning them into what the probes compare.
+fn validate_filters(filter: &FilterSpec) -> anyhow::Result<Filters> {
+    for pid in &filter.pids {
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            bail!("no process with pid {pid}");
+        }
+    }
+    if let Some(cpu) = filter.cpu {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+        if cpu >= cpus {
+            bail!("--cpu {cpu}: this machine has CPUs 0..{}", cpus - 1);
+        }
+    }
+    let comm = match &filter.comm {
+        None => None,
+        Some(comm) => Some(comm_bytes(comm)?),
+    };
+    let cgroup_id = match &filter.cgroup {
+        None => None,
+        Some(path) => {
+            use std::os::unix::fs::MetadataExt as _;
+            let meta =
+                std::fs::metadata(path).with_context(|| format!("--cgroup {}", path.display()))?;
+            if !meta.is_dir() {
+                bail!("--cgroup {}: not a cgroup directory", path.display());
+            }
+            Some(meta.ino())
+        }
+    };
+    Ok(Filters { cgroup_id, comm })
+}
+
+/// A command name as the kernel keeps it: 1 to 15 bytes, NUL-padded to 16.
+fn comm_bytes(comm: &str) -> anyhow::Result<[u8; 16]> {
+    if comm.is_empty() || comm.len() > 15 {
+        bail!("--comm '{comm}': a command name has 1 to 15 bytes");
+    }
+    let mut bytes = [0u8; 16];
+    bytes[..comm.len()].copy_from_slice(comm.as_bytes());
+    Ok(bytes)
+}
+
+/// Loads the eBPF object for `config`, the one error line saying why not.
+pub fn load(config: &ProbeConfig) -> anyhow::Result<attach::Loaded> {
+    attach::load(config).map_err(|e| anyhow::anyhow!("cannot load the eBPF programs: {e}"))
+}
+
+/// Resolves the targets, loads the programs with the spec's filters and attaches them, then
+/// calibrates the probe overhead (unless asked not to).
+pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
+    let probe = &spec.probe;
+    let tracefs = resolve::tracefs_root();
+
+    let mut targets = Vec::new();
+    let mut kernel = None;
+    let probed: Vec<Probed> = if !probe.functions.is_empty() {
+        let functions =
+            kernel.insert(KernelFunctions::from_system().context("cannot read /proc/kallsyms")?);
+        let btf = aya::Btf::from_sys_fs().ok();
+        let in_btf = |name: &str| {
+            btf.as_ref().is_some_and(|b| {
+                b.id_by_type_name_kind(name, aya_obj::btf::BtfKind::Func)
+                    .is_ok()
+            })
+        };
+        let mut names = Vec::new();
+        for requested in &probe.functions {
+            for target in functions.resolve(requested, &in_btf)? {
+                if let Some(note) = &target.note {
+                    eprintln!("hotprof: note: {note}");
+                }
+                if !targets
+                    .iter()
+                    .any(|t: &resolve::Target| t.symbol == target.symbol)
+                {
+                    let name = if resolve::is_glob(requested) {
+                        target.symbol.clone()
+                    } else {
+                        requested.clone()
+                    };
+                    names.push(Probed {
+                        name,
+                        symbol: target.symbol.clone(),
+                    });
+                    targets.push(target);
+                }
+            }
+        }
+        names
+    } else {
+        if tracefs.is_none() {
+            bail!("--syscall needs tracefs (mount -t tracefs tracefs /sys/kernel/tracing)");
+        }
+        probe
+            .syscalls
+            .iter()
+            .map(|s| Probed {
+                name: s.clone(),
+                symbol: format!("sys_enter_{s}"),
+            })
+            .collect()
+    };
+
+    let follow = !spec.command.is_empty();
+    // Read whenever there is a tracefs (the hash-map object reads `sched_process_free`'s pid
+    // in every run); unreadable is only an error where the offsets matter most.
+    let offsets = match tracefs.as_deref().map(TracepointOffsets::read) {
+        Some(Ok(offsets)) => Some(offsets),
+        Some(Err(error)) if follow || spec.off_cpu => bail!(error),
+        _ => None,
+    };
+    let config = ProbeConfig {
+        functions: probed.len() as u32,
+        filter_tgids: follow || !probe.filter.pids.is_empty(),
+        exclude_tgid: Some(std::process::id()),
+        tid: probe.filter.tid,
+        cpu: probe.filter.cpu,
+        cgroup_id: filter.cgroup_id,
+        comm: filter.comm,
+        min_latency_ns: probe.min_latency.map_or(0, |d| d.as_nanos() as u64),
+        off_cpu: spec.off_cpu,
+        capture_stacks: spec.stacks,
+        sampling: false,
+        stack_map_size: spec.stack_map_size,
+        offsets,
+    };
+    let attach::Loaded {
+        mut ebpf,
+        task_store,
+    } = load(&config)?;
+    let mut links = attach::KprobeLinks::default();
+    let mode = if targets.is_empty() {
+        attach::attach_syscalls(
+            &mut ebpf,
+            &probe.syscalls,
+            tracefs.as_deref().unwrap_or(std::path::Path::new("")),
+        )?;
+        AttachedMode::Syscall
+    } else {
+        if probe.mode == Mode::Kprobe && !attach::kprobes_available() {
+            return Err(attach::AttachError::NoKprobes {
+                release: crate::kernel_release(),
+                fentry: None,
+            }
+            .into());
+        }
+        if let Err(err) = attach::raise_fd_limit(targets.len()) {
+            eprintln!("hotprof: note: could not raise the open-file limit: {err}");
+        }
+        let mut progress = Progress::stderr();
+        let attached = attach::attach_functions(&mut ebpf, &targets, probe.mode, &mut progress)?;
+        progress.clear();
+        for note in attached.notes {
+            eprintln!("hotprof: note: {note}");
+        }
+        links = attached.links;
+        attached.mode
+    };
+    attach::attach_tracking(&mut ebpf, task_store, spec.off_cpu, follow)?;
+    let overhead = if probe.calibrate {
+        match crate::calibrate::measure(mode, task_store, kernel.as_ref()) {
+            Ok(overhead) => Some(overhead.per_call_ns),
+            Err(reason) => {
+                eprintln!("hotprof: note: probe overhead not calibrated: {reason}");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    Ok(Attached {
+        ebpf,
+        links,
+        probed,
+        targets,
+        mode,
+        task_store,
+        overhead,
+    })
+}
+
+/// Tells the probes which processes to follow (the `TGIDS` map; their children are added by
+/// the fork hook).
+pub fn follow_processes(
+    ebpf: &mut aya::Ebpf,
+    pids: impl IntoIterator<Item = u32>,
+) -> anyhow::Result<()> {
+    let mut tgids: HashMap<_, u32, u8> = HashMap::try_from(
+        ebpf.map_mut(profiler_common::names::TGIDS)
+            .context("TGIDS map missing")?,
+    )?;
+    for pid in pids {
+        tgids.insert(pid, 1, 0)?;
+    }
+    Ok(())
+}
+
+/// The workload of a run, from spawn (held at its gate) to reaping.
+pub struct Followed {
+    workload: Option<Workload>,
+    exited: Option<JoinHandle<std::io::Result<i32>>>,
+}
+
+impl Followed {
+    /// Spawns `command` (if any) held at its gate, and has the probes follow it, or the `pids`
+    /// when there is no command.
+    pub fn spawn(ebpf: &mut aya::Ebpf, command: &[String], pids: &[u32]) -> anyhow::Result<Self> {
+        let workload = if command.is_empty() {
+            None
+        } else {
+            Some(Workload::spawn(command)?)
+        };
+        let followed = match &workload {
+            Some(w) => vec![w.pid],
+            None => pids.to_vec(),
+        };
+        follow_processes(ebpf, followed)?;
+        Ok(Self {
+            workload,
+            exited: None,
+        })
+    }
+
+    /// Whether there is a workload.
+    pub fn is_some(&self) -> bool {
+        self.workload.is_some()
+    }
+
+    /// Lets the workload run and starts waiting for its exit.
+    pub fn release(&mut self) -> anyhow::Result<()> {
+        if let Some(w) = self.workload.as_mut() {
+            w.release()?;
+            let pid = w.pid;
+            self.exited = Some(tokio::task::spawn_blocking(move || {
+                crate::workload::wait_pid(pid)
+            }));
+        }
+        Ok(())
+    }
+
+    /// Whether the workload runs and has not been seen to exit.
+    pub fn running(&self) -> bool {
+        self.exited.is_some()
+    }
+
+    /// The workload's exit code, once it exits (pends forever without a running workload:
+    /// guard a `select!` branch with [`Followed::running`]).
+    pub async fn exit(&mut self) -> anyhow::Result<i32> {
+        let Some(waiting) = self.exited.as_mut() else {
+            return std::future::pending().await;
+        };
+        let status = waiting.await;
+        self.exited = None;
+        status
+            .context("waiting for the workload")?
+            .context("waiting for the workload")
+    }
+
+    /// Passes `signal` on to the workload.
+    pub fn signal(&self, signal: i32) {
+        if let Some(w) = &self.workload {
+            w.signal(signal);
+        }
+    }
+
+    /// A workload still running was told to stop: reaps it (its exit code, if it stops within
+    /// the grace time) or kills it, so it never outlives hotprof.
+    pub async fn reap(&mut self) -> Option<i32> {
+        let waiting = self.exited.take()?;
+        match tokio::time::timeout(WORKLOAD_STOP_GRACE, waiting).await {
+            Ok(Ok(Ok(code))) => Some(code),
+            _ => {
+                self.signal(libc::SIGKILL);
+                None
+            }
+        }
+    }
+
+    /// The workload's `name: key=value` figures.
+    pub fn metrics(&mut self) -> std::collections::BTreeMap<String, f64> {
+        self.workload
+            .as_mut()
+            .map(Workload::metrics)
+            .unwrap_or_default()
+    }
+}
+
+/// SIGINT and SIGTERM, held for the whole run so neither ends hotprof before it detaches.
+pub struct Signals {
+    int: Signal,
+    term: Signal,
+}
+
+impl Signals {
+    pub fn new() -> anyhow::Result<Self> {
+        Ok(Self {
+            int: signal(SignalKind::interrupt())?,
+            term: signal(SignalKind::terminate())?,
+        })
+    }
+
+    /// The next SIGINT or SIGTERM: the signal's number.
+    pub async fn recv(&mut self) -> i32 {
+        tokio::select! {
+            _ = self.int.recv() => libc::SIGINT,
+            _ = self.term.recv() => libc::SIGTERM,
+        }
+    }
+}
+
+/// What stays the same across the runs and reports of one invocation.
+pub struct Session<'a> {
+    pub probed: &'a [Probed],
+    pub mode: AttachedMode,
+    pub task_store: TaskStore,
+    pub overhead: Option<f64>,
+    pub off_cpu: bool,
+    pub command: &'a [String],
+}
+
+impl Session<'_> {
+    /// A recording of `snapshot` (cumulative or one run's delta) over `elapsed`.
+    pub fn recording(&self, snapshot: &Snapshot, elapsed: Duration) -> Recording {
+        let functions = self
+            .probed
+            .iter()
+            .zip(&snapshot.functions)
+            .map(|(p, t)| {
+                let mut record = FunctionRecord::from_aggregates(
+                    p.name.clone(),
+                    p.symbol.clone(),
+                    &t.histogram,
+                    t.count,
+                    t.sum_ns,
+                    t.sum_sq_ns2,
+                    t.min_ns,
+                    t.max_ns,
+                );
+                record.below_min_latency = t.below_min;
+                record.self_sum_ns = t.self_sum_ns;
+                record.outer_count = t.outer_count;
+                record.outer_sum_ns = t.outer_sum_ns;
+                record.on_cpu_sum_ns = self.off_cpu.then_some(t.on_cpu_sum_ns);
+                record
+            })
+            .collect();
+        Recording {
+            schema_version: SCHEMA_VERSION,
+            tool: format!("hotprof {}", env!("CARGO_PKG_VERSION")),
+            kernel: crate::kernel_release(),
+            mode: self.mode.as_str().into(),
+            task_store: Some(self.task_store),
+            duration_ns: elapsed.as_nanos() as u64,
+            command: self.command.to_vec(),
+            functions,
+            losses: snapshot.losses(),
+            probe_overhead_ns: self.overhead,
+            runs: Vec::new(),
+            intervals: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(functions: &[&str], syscalls: &[&str]) -> SessionSpec {
+        SessionSpec {
+            probe: ProbeSpec {
+                functions: functions.iter().map(|s| s.to_string()).collect(),
+                syscalls: syscalls.iter().map(|s| s.to_string()).collect(),
+                ..ProbeSpec::default()
+            },
+            ..SessionSpec::default()
+        }
+    }
+
+    fn error(result: anyhow::Result<Filters>) -> String {
+        match result {
+            Ok(_) => panic!("accepted"),
+            Err(err) => err.to_string(),
+        }
+    }
+
+    #[test]
+    fn something_to_measure_and_only_one_kind() {
+        assert!(error(validate(&spec(&[], &[]))).starts_with("nothing to measure"));
+        assert!(error(validate(&spec(&["vfs_read"], &["getpid"]))).contains("cannot be combined"));
+        assert!(validate(&spec(&["vfs_read"], &[])).is_ok());
+    }
+
+    #[test]
+    fn pids_or_a_command_not_both() {
+        let mut both = spec(&["vfs_read"], &[]);
+        both.probe.filter.pids = vec![1];
+        both.command = vec!["true".into()];
+        assert!(error(validate(&both)).contains("either -p/--pid or a command"));
+        assert!(check_processes(&[1], &[]).is_ok());
+        assert!(check_processes(&[], &["true".into()]).is_ok());
+    }
+
+    #[test]
+    fn filters_are_checked_against_the_system() {
+        let mut no_pid = spec(&["vfs_read"], &[]);
+        no_pid.probe.filter.pids = vec![u32::MAX];
+        assert!(error(validate(&no_pid)).contains("no process with pid"));
+        let mut cpu = spec(&["vfs_read"], &[]);
+        cpu.probe.filter.cpu = Some(100_000);
+        assert!(error(validate(&cpu)).starts_with("--cpu 100000: this machine has CPUs 0.."));
+        let mut cgroup = spec(&["vfs_read"], &[]);
+        cgroup.probe.filter.cgroup = Some("/proc/self/status".into());
+        assert!(error(validate(&cgroup)).contains("not a cgroup directory"));
+        let mut missing = spec(&["vfs_read"], &[]);
+        missing.probe.filter.cgroup = Some("/no/such/cgroup".into());
+        assert!(error(validate(&missing)).starts_with("--cgroup /no/such/cgroup"));
+    }
+
+    #[test]
+    fn a_comm_is_one_to_fifteen_bytes_nul_padded() {
+        assert_eq!(&comm_bytes("dd").unwrap()[..3], b"dd\0");
+        assert!(comm_bytes("").is_err());
+        assert!(comm_bytes("sixteen_bytes_xx").is_err());
+        assert_eq!(comm_bytes("fifteen_bytes_x").unwrap()[15], 0);
+    }
+}
