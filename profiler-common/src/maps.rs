@@ -219,8 +219,15 @@ pub mod names {
 
 #[cfg(feature = "user")]
 mod pod {
-    // SAFETY: all are repr(C), Copy, with explicit padding and no pointers.
+    // aya copies these to and from map bytes, so every byte must be initialised and any bit
+    // pattern a valid value.
+    // SAFETY: repr(C) and Copy; eleven u64 fields, so no padding, and every bit pattern is a
+    // valid u64.
     unsafe impl aya::Pod for super::FuncStats {}
+    // SAFETY: repr(C) and Copy; four 4-byte integers (u32, u32, i32, i32), so no padding, and
+    // any bit pattern is a valid integer.
     unsafe impl aya::Pod for super::StackKey {}
+    // SAFETY: repr(C) and Copy; two u64 then a [u8; 16] (32 bytes, 8-aligned), so no padding,
+    // and any bit pattern is valid for integers and bytes.
     unsafe impl aya::Pod for super::StackTotals {}
 }

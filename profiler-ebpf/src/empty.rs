@@ -12,13 +12,13 @@
 //! BTF, syscall tracepoints 4.7); the floor pairs 5.11 with BTF (task storage).
 
 use aya_ebpf::{
-    helpers::bpf_ktime_get_ns,
     macros::{btf_map, fentry, fexit, kprobe, kretprobe, map, tracepoint},
     maps::PerCpuArray,
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext, TracePointContext},
 };
 use profiler_common::{NUM_BUCKETS, bucket_index};
 
+use crate::frames::now_ns;
 use crate::task_storage::TaskStorage;
 
 #[kprobe]
@@ -61,28 +61,30 @@ static FLOOR_HIST: PerCpuArray<u64> = PerCpuArray::with_max_entries(NUM_BUCKETS,
 
 #[inline(always)]
 fn floor_enter() {
-    // SAFETY: plain helper call.
-    let now = unsafe { bpf_ktime_get_ns() };
+    let now = now_ns();
     if let Some(start) = FLOOR_START.current_or_create() {
-        // SAFETY: the current task's own storage; only its probes write it.
+        // SAFETY: `start` is the non-null pointer task storage returned for the current task:
+        // a u64, valid and aligned while the task lives. Only this task's floor probes touch
+        // it, one at a time.
         unsafe { *start = now };
     }
 }
 
 #[inline(always)]
 fn floor_leave() {
-    // SAFETY: plain helper call.
-    let now = unsafe { bpf_ktime_get_ns() };
+    let now = now_ns();
     let Some(start) = FLOOR_START.current() else {
         return;
     };
-    // SAFETY: as in `floor_enter`.
+    // SAFETY: as in `floor_enter`: the current task's own u64, from a non-null lookup.
     let started = unsafe { core::ptr::replace(start, 0) };
     if started == 0 {
         return;
     }
     if let Some(slot) = FLOOR_HIST.get_ptr_mut(bucket_index(now.saturating_sub(started))) {
-        // SAFETY: this CPU's slot, preemption disabled.
+        // SAFETY: `slot` is the non-null result of a lookup: this CPU's u64 in FLOOR_HIST,
+        // valid and aligned while the program runs, written by no other CPU (the program
+        // runs with migration disabled).
         unsafe { *slot += 1 };
     }
 }

@@ -69,15 +69,27 @@ pub(crate) static TGIDS: HashMap<u32, u8> = HashMap::with_max_entries(65536, 0);
 
 #[inline(always)]
 pub(crate) fn config<T: Copy>(value: &T) -> T {
-    // SAFETY: a plain read of a .rodata global; volatile so the compiler keeps the read
-    // instead of folding in the default value.
+    // SAFETY: `value` is a reference, so it is valid, aligned and initialised for a read of
+    // `T`. Volatile only so that the compiler keeps the read instead of folding in the
+    // default: userspace rewrites these .rodata globals before load.
     unsafe { core::ptr::read_volatile(value) }
+}
+
+/// `bpf_ktime_get_ns()`: CLOCK_MONOTONIC in nanoseconds. Inlined, so each call site compiles
+/// to the helper call it replaces.
+#[inline(always)]
+pub(crate) fn now_ns() -> u64 {
+    // SAFETY: the helper takes no arguments and touches no memory (it only returns the
+    // clock), and every program type here may call it.
+    unsafe { bpf_ktime_get_ns() }
 }
 
 #[inline(always)]
 pub(crate) fn count(counter: Counter, n: u64) {
     if let Some(slot) = COUNTERS.get_ptr_mut(counter as u32) {
-        // SAFETY: per-CPU slot, only this CPU writes it while preemption is off.
+        // SAFETY: `slot` is the non-null result of a lookup: this CPU's u64 in the map, valid
+        // and aligned while the program runs. No other CPU writes it, and the program cannot
+        // move to another CPU meanwhile (BPF programs run with migration disabled).
         unsafe { *slot += n };
     }
 }
@@ -103,6 +115,8 @@ fn wanted_task(pid_tgid: u64) -> bool {
     if only_tid != 0 && only_tid != tid {
         return false;
     }
+    // SAFETY: only whether there is an entry is used; the value behind the reference, which
+    // userspace or another CPU may change meanwhile, is never read.
     if config(&FILTER_TGIDS) != 0 && unsafe { TGIDS.get(tgid) }.is_none() {
         return false;
     }
@@ -113,10 +127,13 @@ fn wanted_task(pid_tgid: u64) -> bool {
 #[inline(always)]
 fn wanted_now() -> bool {
     let only_cpu = config(&FILTER_CPU);
+    // SAFETY: the helper takes no arguments and touches no memory; it returns the CPU id.
     if only_cpu != u32::MAX && only_cpu != unsafe { bpf_get_smp_processor_id() } {
         return false;
     }
     let only_cgroup = config(&FILTER_CGROUP);
+    // SAFETY: the helper takes no arguments and touches no memory; it returns the current
+    // task's cgroup v2 id.
     if only_cgroup != 0 && only_cgroup != unsafe { bpf_get_current_cgroup_id() } {
         return false;
     }
@@ -154,8 +171,9 @@ pub(crate) fn enter<C: StackIdContext>(ctx: &C, func: u32, entry_sp: u64) {
             task
         }
     };
-    // SAFETY: `task` is the current task's own frame stack; only this task's probes (and the
-    // scheduler's switch hooks, while it is not running) touch it.
+    // SAFETY: `task` is the store's non-null pointer to the current task's own frame stack,
+    // a whole TaskFrames that stays allocated while the task runs. Only this task's probes
+    // (and the scheduler's switch hooks, while it is not running) touch it.
     let task = unsafe { &mut *task };
     let depth = task.depth as usize;
     if depth >= MAX_DEPTH {
@@ -173,7 +191,7 @@ pub(crate) fn enter<C: StackIdContext>(ctx: &C, func: u32, entry_sp: u64) {
     task.depth = depth as u32 + 1;
     count(Counter::OpenFrames, 1);
     // Last, so the bookkeeping above is not part of the measured time.
-    frame.entry_ns = unsafe { bpf_ktime_get_ns() };
+    frame.entry_ns = now_ns();
 }
 
 /// Stack ids for the current call, per `CAPTURE_STACKS`; -1 where not captured.
@@ -220,7 +238,7 @@ pub(crate) enum ReturnOf {
 /// Closes the frame matched by `which` on the current task and records its duration.
 #[inline(always)]
 pub(crate) fn leave(which: ReturnOf) {
-    let now = unsafe { bpf_ktime_get_ns() };
+    let now = now_ns();
     let Some(task) = store::current() else {
         // Filtered-out tasks never have frames; only a wanted task's return is "unmatched".
         if wanted(bpf_get_current_pid_tgid()) {
@@ -228,7 +246,7 @@ pub(crate) fn leave(which: ReturnOf) {
         }
         return;
     };
-    // SAFETY: see `enter`.
+    // SAFETY: as in `enter`: the current task's own frame stack, referenced only here.
     let task = unsafe { &mut *task };
     let depth = task.depth as usize;
     // A fixed-trip scan with no early exit: LLVM unrolls it, and older verifiers (6.1, 6.12)
@@ -312,7 +330,9 @@ fn add_to_existing_stack(key: &StackKey, duration: u64) -> bool {
     let Some(totals) = STACK_TOTALS.get_ptr_mut(key) else {
         return false;
     };
-    // SAFETY: this CPU's copy of the value, with preemption disabled.
+    // SAFETY: `totals` is the non-null result of a lookup: this CPU's copy of the value,
+    // valid and aligned while the program runs, which no other CPU writes (the program runs
+    // with migration disabled).
     let totals = unsafe { &mut *totals };
     totals.total_ns += duration;
     totals.count += 1;
@@ -326,7 +346,9 @@ fn record(func: u32, call: &Call) -> bool {
         count(Counter::SlotMissing, 1);
         return false;
     };
-    // SAFETY: per-CPU slot, written only from this CPU with preemption disabled.
+    // SAFETY: `stats` is the non-null result of a lookup: this CPU's FuncStats in the array,
+    // valid and aligned while the program runs, written only from this CPU (the program runs
+    // with migration disabled).
     let stats = unsafe { &mut *stats };
     if call.duration < config(&MIN_LATENCY_NS) {
         stats.below_min += 1;
@@ -337,6 +359,7 @@ fn record(func: u32, call: &Call) -> bool {
         count(Counter::SlotMissing, 1);
         return false;
     };
+    // SAFETY: as for `stats`: this CPU's u64 in HIST, from a successful lookup.
     unsafe { *slot += 1 };
     stats.add(call);
     true
@@ -347,10 +370,12 @@ fn record(func: u32, call: &Call) -> bool {
 /// names them.
 #[inline(always)]
 pub(crate) fn on_switch(prev: TaskId, next: TaskId) {
-    let now = unsafe { bpf_ktime_get_ns() };
+    let now = now_ns();
     if let Some(prev) = store::of(prev) {
-        // SAFETY: the scheduler serialises switch-out and switch-in of a task, and a task's
-        // probes do not run while it is being switched. Only inside open frames.
+        // SAFETY: `prev` is the store's non-null pointer to that task's frame stack. The
+        // scheduler serialises switch-out and switch-in of a task, and a task's probes do not
+        // run while it is being switched, so nothing else accesses it now. Only inside open
+        // frames.
         unsafe {
             if (*prev).depth > 0 {
                 (*prev).switched_out_ns = now;
@@ -358,7 +383,8 @@ pub(crate) fn on_switch(prev: TaskId, next: TaskId) {
         }
     }
     if let Some(next) = store::of(next) {
-        // SAFETY: as above.
+        // SAFETY: as above, for the task being switched in: its probes run only once the
+        // switch is done.
         let next = unsafe { &mut *next };
         if next.switched_out_ns != 0 {
             next.off_cpu_ns += now.saturating_sub(next.switched_out_ns);
@@ -374,7 +400,8 @@ pub(crate) fn on_exit(task: TaskId) {
     let Some(frames) = store::of(task) else {
         return;
     };
-    // SAFETY: the exiting task's own frame stack.
+    // SAFETY: `frames` is the store's non-null pointer to the task's frame stack, valid and
+    // aligned while the program runs; only its depth is read.
     let depth = u64::from(unsafe { (*frames).depth });
     if depth > 0 {
         count(Counter::OrphanedFrames, depth);

@@ -30,8 +30,11 @@ static FORK_CHILD_PID_OFFSET: u32 = 44;
 /// call to find the function id. Minimum kernel 5.15 (`bpf_get_func_ip` for kprobes).
 #[kprobe]
 pub fn kprobe_entry(ctx: ProbeContext) -> u32 {
-    // SAFETY: helper reads the probed address from the kprobe context.
+    // SAFETY: the helper's argument is this program's own context, as it requires; it only
+    // reads the probed function's address from it.
     let ip = unsafe { bpf_get_func_ip(ctx.as_ptr()) };
+    // SAFETY: the u32 is copied out at once, and userspace fills FUNC_IPS before attaching
+    // this program and never writes it after, so nothing changes it under the reference.
     let Some(&func) = (unsafe { FUNC_IPS.get(ip) }) else {
         return 0;
     };
@@ -41,7 +44,8 @@ pub fn kprobe_entry(ctx: ProbeContext) -> u32 {
 
 #[inline(always)]
 fn kprobe_enter(ctx: &ProbeContext, func: u32) {
-    // SAFETY: a kprobe context is a pt_regs the verifier lets us read.
+    // SAFETY: `ctx.regs` is the pt_regs the kernel passed to this kprobe, valid for reads for
+    // the whole run; the verifier checks the read is within the context.
     let sp = unsafe { (*ctx.regs).rsp };
     enter(ctx, func, sp);
 }
@@ -79,7 +83,7 @@ kprobe_slots!(
 /// (the return address has been popped by the time the return trampoline runs).
 #[kretprobe]
 pub fn kretprobe_exit(ctx: RetProbeContext) -> u32 {
-    // SAFETY: as above.
+    // SAFETY: as in `kprobe_enter`: the pt_regs the kernel passed to this kretprobe.
     let sp = unsafe { (*ctx.regs).rsp };
     leave(ReturnOf::EntrySp(sp.wrapping_sub(8)));
     0
@@ -163,10 +167,14 @@ pub fn sched_process_exit(_ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
     let parent_tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    // SAFETY: only whether there is an entry is used; the value behind the reference is never
+    // read.
     if unsafe { TGIDS.get(parent_tgid) }.is_none() {
         return 0;
     }
-    // SAFETY: bounds-checked read from the tracepoint record.
+    // SAFETY: `read_at` copies with bpf_probe_read, which returns an error instead of faulting
+    // when the address is bad, and any four bytes are a valid i32. The offset is the field's,
+    // from the tracepoint's format file.
     if let Ok(child) = unsafe { ctx.read_at::<i32>(config(&FORK_CHILD_PID_OFFSET) as usize) }
         && TGIDS.insert(child as u32, 1, 0).is_err()
     {

@@ -35,7 +35,9 @@ pub fn on_cpu_sample(ctx: PerfEventContext) -> u32 {
         user_stack,
     };
     if let Some(totals) = SAMPLES.get_ptr_mut(key) {
-        // SAFETY: this CPU's copy, preemption disabled in perf_event context.
+        // SAFETY: `totals` is the non-null result of a lookup: this CPU's copy of the value,
+        // valid and aligned while the program runs; no other CPU writes it, and a perf_event
+        // program runs with preemption disabled.
         unsafe { (*totals).count += 1 };
         return 0;
     }

@@ -28,8 +28,9 @@ pub struct TaskStorage<T> {
     map_flags: *const [i32; BPF_F_NO_PREALLOC as usize],
 }
 
-// SAFETY: the members are placeholders the loader replaces with the map; nothing is shared
-// through them.
+// SAFETY: the members are null pointers that only carry types for the map's BTF
+// description: they are never dereferenced, so nothing is shared through them. (The loader
+// relocates references to the static itself to the map.)
 unsafe impl<T> Sync for TaskStorage<T> {}
 
 impl<T> TaskStorage<T> {
@@ -60,7 +61,8 @@ impl<T> TaskStorage<T> {
 
     #[inline(always)]
     fn get_current(&self, flags: u64) -> Option<*mut T> {
-        // SAFETY: plain helper call: the running task, a pointer the verifier trusts.
+        // SAFETY: the helper takes no arguments and touches no memory; it returns the running
+        // task, a pointer the verifier trusts as `get` requires.
         self.get(unsafe { bpf_get_current_task_btf() }, flags)
     }
 

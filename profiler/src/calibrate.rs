@@ -8,10 +8,13 @@
 
 use std::time::Instant;
 
-use aya::maps::HashMap;
+use aya::{
+    EbpfError,
+    maps::{HashMap, MapError},
+};
 use profiler_common::names;
 
-use crate::attach::{self, AttachedMode, Mode, ProbeConfig};
+use crate::attach::{self, AttachError, AttachedMode, Mode, ProbeConfig};
 use crate::model::TaskStore;
 use crate::resolve::{KernelFunctions, Target};
 
@@ -39,29 +42,57 @@ fn best_of_rounds() -> f64 {
         .fold(f64::INFINITY, f64::min)
 }
 
+/// Why the overhead could not be measured.
+///
+/// Its `Display` is the whole reason on one line, causes included, as the run's note prints
+/// it ("probe overhead not calibrated: REASON"); the typed cause is also its `source()`, for
+/// whoever wants to look into it (print this error alone, not its chain, which would
+/// repeat the cause).
+#[derive(Debug, thiserror::Error)]
+pub enum CalibrationError {
+    #[error("{}", attach::one_line(.0))]
+    Load(#[source] EbpfError),
+    #[error("no tracefs")]
+    NoTracefs,
+    #[error("no kallsyms")]
+    NoKallsyms,
+    #[error("no getpid function to calibrate on")]
+    NoTarget,
+    #[error("{}", .0.message())]
+    Attach(#[source] AttachError),
+    #[error("TGIDS missing")]
+    NoTgids,
+    #[error("{0}")]
+    Map(#[source] MapError),
+    #[error("{0}")]
+    Snapshot(#[source] anyhow::Error),
+    #[error("calibration probe counted {counted} of {expected} calls")]
+    Undercounted { counted: u64, expected: u64 },
+}
+
 /// Measures the per-call overhead of `mode` with the object whose per-task state is in
-/// `store` (the run's); `None` with a reason when it cannot.
+/// `store` (the run's); an error saying why when it cannot.
 pub fn measure(
     mode: AttachedMode,
     store: TaskStore,
     kernel: Option<&KernelFunctions>,
-) -> Result<Overhead, String> {
+) -> Result<Overhead, CalibrationError> {
     let baseline_before = best_of_rounds();
     let config = ProbeConfig {
         functions: 1,
         filter_tgids: true,
         ..Default::default()
     };
-    let mut ebpf = attach::load_object(&config, store).map_err(|e| attach::one_line(&e))?;
+    let mut ebpf = attach::load_object(&config, store).map_err(CalibrationError::Load)?;
     let mut links = attach::KprobeLinks::default();
     match mode {
         AttachedMode::Syscall => {
-            let tracefs = crate::resolve::tracefs_root().ok_or("no tracefs")?;
+            let tracefs = crate::resolve::tracefs_root().ok_or(CalibrationError::NoTracefs)?;
             attach::attach_syscalls(&mut ebpf, &["getpid".to_string()], &tracefs)
-                .map_err(|e| e.to_string())?;
+                .map_err(CalibrationError::Attach)?;
         }
         AttachedMode::Kprobe | AttachedMode::Fentry => {
-            let kernel = kernel.ok_or("no kallsyms")?;
+            let kernel = kernel.ok_or(CalibrationError::NoKallsyms)?;
             let candidates: &[&str] = if mode == AttachedMode::Fentry {
                 &["__do_sys_getpid", "__x64_sys_getpid"]
             } else {
@@ -70,7 +101,7 @@ pub fn measure(
             let target: Target = candidates
                 .iter()
                 .find_map(|name| kernel.resolve(name, &|_| false).ok()?.into_iter().next())
-                .ok_or("no getpid function to calibrate on")?;
+                .ok_or(CalibrationError::NoTarget)?;
             let wanted = if mode == AttachedMode::Fentry {
                 Mode::Fentry
             } else {
@@ -83,20 +114,22 @@ pub fn measure(
                 wanted,
                 &mut crate::progress::Progress::quiet(),
             )
-            .map_err(|e| e.to_string())?
+            .map_err(CalibrationError::Attach)?
             .links;
         }
     }
     {
-        let mut tgids: HashMap<_, u32, u8> =
-            HashMap::try_from(ebpf.map_mut(names::TGIDS).ok_or("TGIDS missing")?)
-                .map_err(|e| e.to_string())?;
+        let mut tgids: HashMap<_, u32, u8> = HashMap::try_from(
+            ebpf.map_mut(names::TGIDS)
+                .ok_or(CalibrationError::NoTgids)?,
+        )
+        .map_err(CalibrationError::Map)?;
         tgids
             .insert(std::process::id(), 1, 0)
-            .map_err(|e| e.to_string())?;
+            .map_err(CalibrationError::Map)?;
     }
     let probed = best_of_rounds();
-    let snapshot = crate::collect::snapshot(&ebpf, 1).map_err(|e| e.to_string())?;
+    let snapshot = crate::collect::snapshot(&ebpf, 1).map_err(CalibrationError::Snapshot)?;
     drop(links);
     drop(ebpf);
     let baseline_after = best_of_rounds();
@@ -105,11 +138,48 @@ pub fn measure(
     let expected = u64::from(CALLS_PER_ROUND) * ROUNDS as u64;
     let counted = snapshot.functions.first().map_or(0, |f| f.count);
     if counted < expected {
-        return Err(format!(
-            "calibration probe counted {counted} of {expected} calls"
-        ));
+        return Err(CalibrationError::Undercounted { counted, expected });
     }
     Ok(Overhead {
         per_call_ns: (probed - baseline).max(0.0),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_read_as_the_note_always_printed_them() {
+        assert_eq!(CalibrationError::NoTracefs.to_string(), "no tracefs");
+        assert_eq!(
+            CalibrationError::Undercounted {
+                counted: 3,
+                expected: 14_000
+            }
+            .to_string(),
+            "calibration probe counted 3 of 14000 calls"
+        );
+        // A typed cause is the source, and its text is in the message, on one line.
+        let load = CalibrationError::Load(EbpfError::MapError(MapError::CreateError {
+            name: names::TGIDS.into(),
+            io_error: std::io::Error::from_raw_os_error(libc::EPERM),
+        }));
+        let text = load.to_string();
+        assert!(
+            text.starts_with("map error: failed to create map `TGIDS`"),
+            "{text}"
+        );
+        assert!(text.contains("os error 1"), "{text}");
+        assert!(std::error::Error::source(&load).is_some_and(|s| s.is::<EbpfError>()));
+        let attach = CalibrationError::Attach(AttachError::TooManySyscalls { requested: 17 });
+        assert_eq!(
+            attach.to_string(),
+            "at most 16 syscalls per run (17 requested)"
+        );
+        // anyhow's context: the outermost message, as `to_string` gave before.
+        let snapshot =
+            CalibrationError::Snapshot(anyhow::anyhow!("inner").context("STATS map missing"));
+        assert_eq!(snapshot.to_string(), "STATS map missing");
+    }
 }

@@ -8,24 +8,7 @@ use profiler_common::{
     Counter, FuncStats, NUM_BUCKETS, NUM_COUNTERS, StackKey, StackTotals, bucket_index, names,
 };
 
-use crate::model::{Histogram, Losses};
-
-/// Cumulative per-function aggregates, merged over CPUs.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct FunctionTotals {
-    pub count: u64,
-    pub sum_ns: u64,
-    pub sum_sq_ns2: u128,
-    /// Exact over the whole run; for an interval delta, bucket bounds (±3%).
-    pub min_ns: u64,
-    pub max_ns: u64,
-    pub on_cpu_sum_ns: u64,
-    pub below_min: u64,
-    pub self_sum_ns: u64,
-    pub outer_count: u64,
-    pub outer_sum_ns: u64,
-    pub histogram: Histogram,
-}
+use crate::model::{FunctionTotals, Histogram, Losses};
 
 /// Everything readable from the maps at one instant.
 #[derive(Clone, Debug, Default)]

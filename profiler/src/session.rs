@@ -14,7 +14,9 @@ use tokio::task::JoinHandle;
 
 use crate::attach::{self, AttachedMode, Mode, ProbeConfig, TracepointOffsets};
 use crate::collect::Snapshot;
-use crate::model::{FunctionRecord, Recording, SCHEMA_VERSION, TaskStore};
+use crate::model::{
+    CallerRecord, FunctionRecord, FunctionTotals, Recording, SCHEMA_VERSION, TaskStore,
+};
 use crate::progress::Progress;
 use crate::resolve::{self, KernelFunctions};
 use crate::workload::Workload;
@@ -68,10 +70,14 @@ pub struct Filters {
     comm: Option<[u8; 16]>,
 }
 
-/// One probed function or syscall: what the user asked for and what was attached.
+/// One probed function or syscall, or one call site of a function: what the user asked for
+/// and what was attached. Each is one slot of the per-function maps.
 pub struct Probed {
     pub name: String,
     pub symbol: String,
+    /// The call site (`caller+0xoff`) this slot times, in call-site mode. A function's
+    /// sites are consecutive slots.
+    pub site: Option<String>,
 }
 
 /// The probes of one invocation, loaded and attached. Dropping `links` and `ebpf` detaches and
@@ -204,6 +210,7 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
                     names.push(Probed {
                         name,
                         symbol: target.symbol.clone(),
+                        site: None,
                     });
                     targets.push(target);
                 }
@@ -220,6 +227,7 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
             .map(|s| Probed {
                 name: s.clone(),
                 symbol: format!("sys_enter_{s}"),
+                site: None,
             })
             .collect()
     };
@@ -444,29 +452,34 @@ pub struct Session<'a> {
 impl Session<'_> {
     /// A recording of `snapshot` (cumulative or one run's delta) over `elapsed`.
     pub fn recording(&self, snapshot: &Snapshot, elapsed: Duration) -> Recording {
-        let functions = self
-            .probed
-            .iter()
-            .zip(&snapshot.functions)
-            .map(|(p, t)| {
-                let mut record = FunctionRecord::from_aggregates(
-                    p.name.clone(),
-                    p.symbol.clone(),
-                    &t.histogram,
-                    t.count,
-                    t.sum_ns,
-                    t.sum_sq_ns2,
-                    t.min_ns,
-                    t.max_ns,
-                );
-                record.below_min_latency = t.below_min;
-                record.self_sum_ns = t.self_sum_ns;
-                record.outer_count = t.outer_count;
-                record.outer_sum_ns = t.outer_sum_ns;
-                record.on_cpu_sum_ns = self.off_cpu.then_some(t.on_cpu_sum_ns);
-                record
-            })
-            .collect();
+        let mut functions = Vec::new();
+        let mut slots = self.probed.iter().zip(&snapshot.functions).peekable();
+        while let Some((probed, totals)) = slots.next() {
+            let Some(site) = &probed.site else {
+                functions.push(self.function(probed, totals));
+                continue;
+            };
+            // The function's other call sites follow: one record for all, one row each.
+            let mut all = totals.clone();
+            let mut sites = vec![(site, totals)];
+            while let Some((next, more)) =
+                slots.next_if(|(next, _)| next.site.is_some() && next.symbol == probed.symbol)
+            {
+                all.absorb(more);
+                sites.extend(next.site.as_ref().map(|site| (site, more)));
+            }
+            let mut record = self.function(probed, &all);
+            record.callers = sites
+                .into_iter()
+                .map(|(site, totals)| {
+                    CallerRecord::of(site.clone(), &self.function(probed, totals))
+                })
+                .collect();
+            record
+                .callers
+                .sort_by(|a, b| b.sum_ns.cmp(&a.sum_ns).then_with(|| a.site.cmp(&b.site)));
+            functions.push(record);
+        }
         Recording {
             schema_version: SCHEMA_VERSION,
             tool: format!("hotprof {}", env!("CARGO_PKG_VERSION")),
@@ -481,6 +494,13 @@ impl Session<'_> {
             runs: Vec::new(),
             intervals: Vec::new(),
         }
+    }
+
+    fn function(&self, probed: &Probed, totals: &FunctionTotals) -> FunctionRecord {
+        let mut record =
+            FunctionRecord::from_aggregates(probed.name.clone(), probed.symbol.clone(), totals);
+        record.on_cpu_sum_ns = self.off_cpu.then_some(totals.on_cpu_sum_ns);
+        record
     }
 }
 
@@ -537,6 +557,132 @@ mod tests {
         let mut missing = spec(&["vfs_read"], &[]);
         missing.probe.filter.cgroup = Some("/no/such/cgroup".into());
         assert!(error(validate(&missing)).starts_with("--cgroup /no/such/cgroup"));
+    }
+
+    #[test]
+    fn a_recording_holds_every_total_and_on_cpu_time_only_with_off_cpu() {
+        use crate::model::FunctionTotals;
+        let probed = [
+            Probed {
+                name: "vfs_read".into(),
+                symbol: "vfs_read".into(),
+                site: None,
+            },
+            Probed {
+                name: "__ep_eventpoll_poll".into(),
+                symbol: "__ep_eventpoll_poll.isra.0".into(),
+                site: None,
+            },
+        ];
+        let totals = FunctionTotals {
+            on_cpu_sum_ns: 500,
+            below_min: 4,
+            self_sum_ns: 550,
+            outer_count: 2,
+            outer_sum_ns: 600,
+            ..FunctionTotals::from_durations(&[100, 200, 300])
+        };
+        let mut counters = [0; profiler_common::NUM_COUNTERS as usize];
+        counters[profiler_common::Counter::DepthExceeded as usize] = 3;
+        let snapshot = Snapshot {
+            functions: vec![totals.clone(), FunctionTotals::default()],
+            counters,
+            ..Snapshot::default()
+        };
+        let command = ["true".to_string()];
+        let mut session = Session {
+            probed: &probed,
+            mode: AttachedMode::Kprobe,
+            task_store: TaskStore::HashMap,
+            overhead: Some(12.5),
+            off_cpu: false,
+            command: &command,
+        };
+        let recording = session.recording(&snapshot, Duration::from_millis(2));
+        assert_eq!(
+            (recording.mode.as_str(), recording.task_store),
+            ("kprobe", Some(TaskStore::HashMap))
+        );
+        assert_eq!(recording.duration_ns, 2_000_000);
+        assert_eq!(recording.command, command);
+        assert_eq!(recording.probe_overhead_ns, Some(12.5));
+        assert_eq!(recording.losses.depth_exceeded, 3);
+        let expected =
+            FunctionRecord::from_aggregates("vfs_read".into(), "vfs_read".into(), &totals);
+        assert_eq!(recording.functions[0], expected);
+        assert_eq!(
+            (
+                expected.below_min_latency,
+                expected.self_sum_ns,
+                expected.outer_count,
+                expected.outer_sum_ns
+            ),
+            (4, 550, 2, 600)
+        );
+        assert_eq!(recording.functions[1].symbol, "__ep_eventpoll_poll.isra.0");
+        assert_eq!(recording.functions[1].count, 0);
+
+        session.off_cpu = true;
+        let recording = session.recording(&snapshot, Duration::from_millis(2));
+        assert_eq!(recording.functions[0].on_cpu_sum_ns, Some(500));
+        assert_eq!(recording.functions[1].on_cpu_sum_ns, Some(0));
+    }
+
+    #[test]
+    fn call_sites_of_a_function_make_one_record_with_a_row_each() {
+        let site = |name: &str, site: Option<&str>| Probed {
+            name: name.into(),
+            symbol: name.into(),
+            site: site.map(str::to_owned),
+        };
+        let probed = [
+            site("generic_perform_write", None),
+            site(
+                "copy_page_from_iter_atomic",
+                Some("generic_perform_write+0x14e"),
+            ),
+            site(
+                "copy_page_from_iter_atomic",
+                Some("iter_file_splice_write+0x2a0"),
+            ),
+        ];
+        let snapshot = Snapshot {
+            functions: vec![
+                FunctionTotals::from_durations(&[5_000, 6_000]),
+                FunctionTotals::from_durations(&[100, 200]),
+                FunctionTotals::from_durations(&[900]),
+            ],
+            ..Snapshot::default()
+        };
+        let session = Session {
+            probed: &probed,
+            mode: AttachedMode::Kprobe,
+            task_store: TaskStore::TaskStorage,
+            overhead: None,
+            off_cpu: false,
+            command: &[],
+        };
+        let recording = session.recording(&snapshot, Duration::from_secs(1));
+        assert_eq!(recording.functions.len(), 2);
+        assert!(recording.functions[0].callers.is_empty());
+        let copy = &recording.functions[1];
+        assert_eq!(
+            (copy.count, copy.sum_ns, copy.min_ns, copy.max_ns),
+            (3, 1200, 100, 900)
+        );
+        let rows: Vec<(&str, u64, u64)> = copy
+            .callers
+            .iter()
+            .map(|c| (c.site.as_str(), c.count, c.sum_ns))
+            .collect();
+        // Busiest (by time) first.
+        assert_eq!(
+            rows,
+            [
+                ("iter_file_splice_write+0x2a0", 1, 900),
+                ("generic_perform_write+0x14e", 2, 300)
+            ]
+        );
     }
 
     #[test]

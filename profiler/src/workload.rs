@@ -48,6 +48,7 @@ impl Workload {
             return Err(std::io::Error::last_os_error()).context("fork");
         }
         if pid == 0 {
+            // SAFETY: see the fork: only async-signal-safe calls, on fds and argv set up before it.
             unsafe {
                 // If hotprof dies, even by SIGKILL, the workload must not run on unmeasured.
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);

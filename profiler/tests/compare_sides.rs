@@ -5,11 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use profiler::model::{FunctionRecord, Histogram, Losses, Recording, SCHEMA_VERSION};
+use profiler::model::{FunctionRecord, FunctionTotals, Losses, Recording, SCHEMA_VERSION};
 
 fn recording(values: &[u64]) -> Recording {
-    let mut histogram = Histogram::new();
-    values.iter().for_each(|&v| histogram.record(v));
     Recording {
         schema_version: SCHEMA_VERSION,
         tool: "hotprof test".into(),
@@ -21,12 +19,7 @@ fn recording(values: &[u64]) -> Recording {
         functions: vec![FunctionRecord::from_aggregates(
             "__audit_filter_op".into(),
             "__audit_filter_op".into(),
-            &histogram,
-            values.len() as u64,
-            values.iter().sum(),
-            values.iter().map(|&v| u128::from(v) * u128::from(v)).sum(),
-            *values.iter().min().unwrap(),
-            *values.iter().max().unwrap(),
+            &FunctionTotals::from_durations(values),
         )],
         losses: Losses::default(),
         probe_overhead_ns: None,

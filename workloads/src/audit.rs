@@ -396,7 +396,8 @@ pub struct AuditSocket {
 
 impl AuditSocket {
     pub fn open() -> Result<Self, RequestError> {
-        // SAFETY: plain socket(2) call; the result is checked below.
+        // SAFETY: socket(2) takes only integers and touches no memory of ours; the result is
+        // checked below.
         let raw = unsafe {
             libc::socket(
                 libc::AF_NETLINK,

@@ -1,7 +1,7 @@
 //! Tracepoint `format` files: field offsets differ between kernels, so they are read at run
 //! time instead of being compiled into the eBPF programs.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Offset of `field` in a tracepoint `format` description
 /// (`\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;`).
@@ -24,15 +24,30 @@ pub struct TracepointOffsets {
     pub fork_child_pid: u32,
 }
 
+/// Why [`TracepointOffsets::read`] failed. The I/O error is the source, not part of the
+/// message: an error chain printed on one line (`{:#}`) reads `cannot read PATH: ERROR`.
+#[derive(Debug, thiserror::Error)]
+pub enum FormatError {
+    #[error("cannot read {}", .path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("no field '{field}' in {}", .path.display())]
+    NoField { path: PathBuf, field: &'static str },
+}
+
 impl TracepointOffsets {
     /// Reads the offsets from tracefs (`events/sched/*/format`).
-    pub fn read(tracefs: &Path) -> Result<Self, String> {
-        let read = |event: &str, field: &str| -> Result<u32, String> {
+    pub fn read(tracefs: &Path) -> Result<Self, FormatError> {
+        let read = |event: &str, field: &'static str| -> Result<u32, FormatError> {
             let path = tracefs.join("events/sched").join(event).join("format");
-            let text = std::fs::read_to_string(&path)
-                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-            field_offset(&text, field)
-                .ok_or_else(|| format!("no field '{field}' in {}", path.display()))
+            let text = match std::fs::read_to_string(&path) {
+                Ok(text) => text,
+                Err(source) => return Err(FormatError::Read { path, source }),
+            };
+            field_offset(&text, field).ok_or(FormatError::NoField { path, field })
         };
         Ok(Self {
             fork_child_pid: read("sched_process_fork", "child_pid")?,
@@ -65,5 +80,44 @@ mod tests {
         assert_eq!(field_offset(FORK_6_18, "child_comm"), Some(16));
         assert_eq!(field_offset(FORK_6_18, "missing"), None);
         assert_eq!(field_offset("garbage\n\n", "x"), None);
+    }
+
+    #[test]
+    fn read_errors_keep_the_io_error_as_their_source() {
+        let tracefs = std::env::temp_dir().join(format!("hotprof-format-{}", std::process::id()));
+        let format = tracefs.join("events/sched/sched_process_fork/format");
+        let _ = std::fs::remove_dir_all(&tracefs);
+
+        let error = TracepointOffsets::read(&tracefs).unwrap_err();
+        assert!(matches!(&error, FormatError::Read { path, .. } if *path == format));
+        let io = std::error::Error::source(&error)
+            .and_then(|s| s.downcast_ref::<std::io::Error>())
+            .expect("the io error is the source");
+        assert_eq!(io.raw_os_error(), Some(libc::ENOENT));
+        // What hotprof prints, the error and its source on one line, is what it always said.
+        assert_eq!(
+            format!("{:#}", anyhow::Error::new(error)),
+            format!(
+                "cannot read {}: {}",
+                format.display(),
+                std::io::Error::from_raw_os_error(libc::ENOENT)
+            )
+        );
+
+        std::fs::create_dir_all(format.parent().unwrap()).unwrap();
+        std::fs::write(&format, SWITCH_6_1).unwrap();
+        let error = TracepointOffsets::read(&tracefs).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!("no field 'child_pid' in {}", format.display())
+        );
+        assert!(std::error::Error::source(&error).is_none());
+
+        std::fs::write(&format, FORK_6_18).unwrap();
+        assert_eq!(
+            TracepointOffsets::read(&tracefs).unwrap(),
+            TracepointOffsets { fork_child_pid: 20 }
+        );
+        std::fs::remove_dir_all(&tracefs).unwrap();
     }
 }

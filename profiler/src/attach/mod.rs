@@ -12,11 +12,11 @@ mod mode;
 mod privileges;
 
 pub use fd_limit::raise_fd_limit;
-pub use format::{TracepointOffsets, field_offset};
+pub use format::{FormatError, TracepointOffsets, field_offset};
 pub use loader::{EbpfLoadError, Loaded, ProbeConfig, load, load_object};
 pub use misses::recursion_misses;
 pub use mode::{
-    AttachError, AttachedFunctions, AttachedMode, KprobeLinks, Mode, attach_functions,
+    AttachError, AttachedFunctions, AttachedMode, KprobeLinks, Mode, Reason, attach_functions,
     attach_syscalls, attach_tracking, kprobes_available, one_line,
 };
 pub use privileges::check_privileges;

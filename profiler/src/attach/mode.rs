@@ -1,11 +1,12 @@
 //! Choosing and attaching a probe mode: fentry/fexit, kprobe/kretprobe or syscall
 //! tracepoints.
 
+use std::fmt;
 use std::path::Path;
 
 use aya::{
     Btf, Ebpf,
-    maps::HashMap,
+    maps::{HashMap, MapError},
     programs::{
         BtfTracePoint, FEntry, FExit, KProbe, ProgramError, RawTracePoint, TracePoint,
         kprobe::KProbeLink,
@@ -48,6 +49,12 @@ impl AttachedMode {
     }
 }
 
+/// Why probes could not be attached.
+///
+/// A variant with a [`Reason`] words only its own part (`fentry cannot attach to vfs_read`);
+/// the reason is its `source()`, so hotprof's one-line error (`{:#}`: every source joined with
+/// ": ") reads `fentry cannot attach to vfs_read: REASON`, as it always has. [`Self::message`]
+/// is that line, for notes.
 #[derive(Debug, thiserror::Error)]
 pub enum AttachError {
     #[error(
@@ -58,16 +65,26 @@ pub enum AttachError {
     )]
     NoKprobes {
         release: String,
-        fentry: Option<String>,
+        /// Why fentry was refused, where it was tried first (auto mode). Not the source: the
+        /// message names it in passing.
+        fentry: Option<Reason>,
     },
-    #[error("fentry cannot attach to {function}: {reason}")]
-    Fentry { function: String, reason: String },
+    #[error("fentry cannot attach to {function}")]
+    Fentry {
+        function: String,
+        #[source]
+        reason: Reason,
+    },
     #[error(
         "fentry mode handles at most {FENTRY_SLOTS} functions per run ({requested} requested): use --mode kprobe"
     )]
     TooManyForFentry { requested: usize },
-    #[error("kprobe cannot attach to {function}: {reason}")]
-    Kprobe { function: String, reason: String },
+    #[error("kprobe cannot attach to {function}")]
+    Kprobe {
+        function: String,
+        #[source]
+        reason: Reason,
+    },
     #[error(
         "more than {KPROBE_SLOTS} functions in kprobe mode needs Linux 5.15+ (bpf_get_func_ip), \
          which this kernel ({release}) lacks: probe at most {KPROBE_SLOTS} functions per run \
@@ -81,11 +98,77 @@ pub enum AttachError {
         name: String,
         suggestions: Vec<String>,
     },
-    #[error("cannot attach tracepoint {tracepoint}: {reason}")]
-    Tracepoint { tracepoint: String, reason: String },
-    #[error("internal: {0}")]
-    Internal(String),
+    #[error("cannot attach tracepoint {tracepoint}")]
+    Tracepoint {
+        tracepoint: String,
+        #[source]
+        reason: Reason,
+    },
+    #[error("internal")]
+    Internal(#[source] Reason),
 }
+
+impl AttachError {
+    /// The whole message on one line: this error's words, then its reason (what hotprof's
+    /// error line shows).
+    pub fn message(&self) -> String {
+        let mut text = self.to_string();
+        let mut source = std::error::Error::source(self);
+        while let Some(cause) = source {
+            text.push_str(": ");
+            text.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        text
+    }
+}
+
+/// Why an attach step failed, in hotprof's words: a sentence of its own, or the underlying
+/// error on one line ([`one_line`]: with the causes aya nests in it, such as the errno), with
+/// any context hotprof puts around it.
+///
+/// The underlying error is kept ([`Reason::error`]) but is not this one's `source()`: its text
+/// and its causes' are already here, and an error line that follows sources would repeat
+/// them (and could print a whole verifier log, which [`one_line`] shortens).
+#[derive(Debug)]
+pub struct Reason {
+    text: String,
+    error: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+impl Reason {
+    /// A reason with no error under it.
+    fn new(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            error: None,
+        }
+    }
+
+    /// `error`, worded by `describe` (usually [`one_line`]).
+    fn of<E>(error: E, describe: impl FnOnce(&E) -> String) -> Self
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        Self {
+            text: describe(&error),
+            error: Some(Box::new(error)),
+        }
+    }
+
+    /// The error this reason words, if there is one (aya's, mostly).
+    pub fn error(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        self.error.as_deref()
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl std::error::Error for Reason {}
 
 /// Whether this kernel can create kprobes through perf (how aya attaches them).
 pub fn kprobes_available() -> bool {
@@ -156,23 +239,43 @@ pub fn attach_functions(
             Ok(()) => Ok(fentry(notes)),
             Err(error) => {
                 detach_fentry(ebpf, targets.len());
-                if !kprobes_available() {
-                    // Neither mechanism: one error that names both reasons.
-                    let fentry = match error {
-                        AttachError::Fentry { reason, .. } => reason,
-                        other => other.to_string(),
-                    };
-                    return Err(AttachError::NoKprobes {
-                        release: crate::kernel_release(),
-                        fentry: Some(fentry),
-                    });
-                }
-                notes.push(format!("{error}; using kprobe/kretprobe instead"));
+                notes.push(fall_back_from_fentry(
+                    error,
+                    kprobes_available(),
+                    crate::kernel_release,
+                )?);
                 let links = attach_kprobes(ebpf, targets, progress)?;
                 Ok(kprobe(notes, links))
             }
         },
     }
+}
+
+/// Auto mode, once fentry/fexit could not be attached (`fentry` says why): the note saying
+/// that kprobe/kretprobe is used instead, or, where this kernel has no kprobes either
+/// (`kprobes` false), one error naming both reasons. `release` is asked for only then.
+fn fall_back_from_fentry(
+    fentry: AttachError,
+    kprobes: bool,
+    release: impl FnOnce() -> String,
+) -> Result<String, AttachError> {
+    if kprobes {
+        return Ok(format!(
+            "{}; using kprobe/kretprobe instead",
+            fentry.message()
+        ));
+    }
+    let fentry = match fentry {
+        AttachError::Fentry { reason, .. } => reason,
+        other => {
+            let text = other.message();
+            Reason::of(other, |_| text)
+        }
+    };
+    Err(AttachError::NoKprobes {
+        release: release(),
+        fentry: Some(fentry),
+    })
 }
 
 fn attach_fentry(
@@ -191,30 +294,36 @@ fn attach_fentry(
         .unwrap_or_default();
     let btf = Btf::from_sys_fs().map_err(|e| AttachError::Fentry {
         function: first,
-        reason: format!("no kernel BTF (/sys/kernel/btf/vmlinux): {e}"),
+        reason: Reason::of(e, |e| {
+            format!("no kernel BTF (/sys/kernel/btf/vmlinux): {e}")
+        }),
     })?;
     for (slot, target) in targets.iter().enumerate() {
-        let fail = |reason: String| AttachError::Fentry {
+        let fail = |reason: Reason| AttachError::Fentry {
             function: target.symbol.clone(),
             reason,
         };
-        if target.traceable == Some(false) {
-            return Err(fail(
-                "not in available_filter_functions (notrace or inlined)".into(),
-            ));
+        let refused = |e: ProgramError| fail(Reason::of(e, |e| one_line(e)));
+        if let Some(reason) = fentry_refusal(target) {
+            return Err(fail(reason));
         }
         let entry: &mut FEntry = program(ebpf, &format!("fentry_{slot}"))?;
-        entry
-            .load(&target.symbol, &btf)
-            .map_err(|e| fail(one_line(&e)))?;
-        entry.attach().map_err(|e| fail(one_line(&e)))?;
+        entry.load(&target.symbol, &btf).map_err(refused)?;
+        entry.attach().map_err(refused)?;
         let exit: &mut FExit = program(ebpf, &format!("fexit_{slot}"))?;
-        exit.load(&target.symbol, &btf)
-            .map_err(|e| fail(one_line(&e)))?;
-        exit.attach().map_err(|e| fail(one_line(&e)))?;
+        exit.load(&target.symbol, &btf).map_err(refused)?;
+        exit.attach().map_err(refused)?;
         progress.attaching("fentry/fexit pairs", slot + 1, targets.len());
     }
     Ok(())
+}
+
+/// Why fentry is refused for `target` before trying: ftrace does not list it, so there is no
+/// trampoline to attach to (the kernel would refuse it too, less clearly). Unknown (no
+/// tracefs) is tried.
+fn fentry_refusal(target: &Target) -> Option<Reason> {
+    (target.traceable == Some(false))
+        .then(|| Reason::new("not in available_filter_functions (notrace or inlined)"))
 }
 
 /// Unloads whatever fentry/fexit slots an unsuccessful attempt left behind.
@@ -240,18 +349,15 @@ fn attach_kprobes(
             fentry: None,
         });
     }
-    for target in targets {
-        if target.address == 0 {
-            return Err(AttachError::Kprobe {
-                function: target.symbol.clone(),
-                reason: "its address is hidden in /proc/kallsyms (kptr_restrict): run as root"
-                    .into(),
-            });
-        }
+    if let Some(hidden) = targets.iter().find(|t| t.address == 0) {
+        return Err(AttachError::Kprobe {
+            function: hidden.symbol.clone(),
+            reason: Reason::new(
+                "its address is hidden in /proc/kallsyms (kptr_restrict): run as root",
+            ),
+        });
     }
-    // The first KPROBE_SLOTS functions get a program each, whose id is a constant; the rest
-    // share `kprobe_entry`, which finds its id by address in FUNC_IPS on every call.
-    let (slotted, shared) = targets.split_at(targets.len().min(KPROBE_SLOTS as usize));
+    let (slotted, shared) = kprobe_slots(targets);
     if !shared.is_empty() {
         // Loaded first: before 5.15 the verifier refuses it, and nothing is attached yet.
         load_shared_kprobe(ebpf, targets.len())?;
@@ -262,7 +368,7 @@ fn attach_kprobes(
             .attach(&target.symbol, 0)
             .map_err(|e| AttachError::Kprobe {
                 function: target.symbol.clone(),
-                reason: kprobe_refusal(&e),
+                reason: Reason::of(e, |e| kprobe_refusal(e)),
             })?;
         links.0.push(take(entry.take_link(id))?);
         Ok::<_, AttachError>(())
@@ -273,17 +379,18 @@ fn attach_kprobes(
         progress.attaching("kprobes", id + 1, targets.len());
     }
     if !shared.is_empty() {
+        let map_error = |e: MapError| AttachError::Internal(Reason::of(e, |e| e.to_string()));
         let mut func_ips: HashMap<_, u64, u32> = HashMap::try_from(
             ebpf.map_mut(names::FUNC_IPS)
-                .ok_or_else(|| AttachError::Internal("FUNC_IPS map missing".into()))?,
+                .ok_or_else(|| AttachError::Internal(Reason::new("FUNC_IPS map missing")))?,
         )
-        .map_err(|e| AttachError::Internal(e.to_string()))?;
+        .map_err(map_error)?;
         for (id, target) in targets.iter().enumerate().skip(slotted.len()) {
             func_ips
                 .insert(target.address, id as u32, 0)
-                .map_err(|e| AttachError::Internal(e.to_string()))?;
+                .map_err(map_error)?;
         }
-        let entry: &mut KProbe = program(ebpf, "kprobe_entry")?;
+        let entry: &mut KProbe = program(ebpf, SHARED_KPROBE)?;
         for (done, target) in shared.iter().enumerate() {
             attach(entry, target, &mut links)?;
             progress.attaching("kprobes", slotted.len() + done + 1, targets.len());
@@ -297,26 +404,46 @@ fn attach_kprobes(
     Ok(links)
 }
 
+/// The first [`KPROBE_SLOTS`] functions get a kprobe program each, whose function id is a
+/// constant; the rest share `kprobe_entry`, which finds its id by address in FUNC_IPS on
+/// every call (and needs Linux 5.15).
+fn kprobe_slots(targets: &[Target]) -> (&[Target], &[Target]) {
+    targets.split_at(targets.len().min(KPROBE_SLOTS as usize))
+}
+
+/// The kprobe program shared by the functions beyond the slots.
+const SHARED_KPROBE: &str = "kprobe_entry";
+
 /// Loads `kprobe_entry`, the kprobe program shared by the functions beyond the slots. It needs
 /// `bpf_get_func_ip` (5.15); an older verifier refusing that helper is one clear line, not
 /// its log.
 fn load_shared_kprobe(ebpf: &mut Ebpf, requested: usize) -> Result<(), AttachError> {
-    const NAME: &str = "kprobe_entry";
-    let program: &mut KProbe = program(ebpf, NAME)?;
-    match program.load() {
-        Ok(()) => Ok(()),
-        Err(ProgramError::LoadError { verifier_log, .. })
+    let program: &mut KProbe = program(ebpf, SHARED_KPROBE)?;
+    program
+        .load()
+        .map_err(|e| shared_kprobe_error(e, requested, crate::kernel_release))
+}
+
+/// Why `kprobe_entry` did not load: a kernel before 5.15, whose verifier does not know
+/// `bpf_get_func_ip`, can probe only [`KPROBE_SLOTS`] functions (one line, `release` asked
+/// for only then); anything else is not the user's to fix.
+fn shared_kprobe_error(
+    error: ProgramError,
+    requested: usize,
+    release: impl FnOnce() -> String,
+) -> AttachError {
+    match &error {
+        ProgramError::LoadError { verifier_log, .. }
             if refuses_func_ip(&verifier_log.to_string()) =>
         {
-            Err(AttachError::TooManyForKprobe {
-                release: crate::kernel_release(),
+            AttachError::TooManyForKprobe {
+                release: release(),
                 requested,
-            })
+            }
         }
-        Err(e) => Err(AttachError::Internal(format!(
-            "loading {NAME}: {}",
-            one_line(&e)
-        ))),
+        _ => AttachError::Internal(Reason::of(error, |e| {
+            format!("loading {SHARED_KPROBE}: {}", one_line(e))
+        })),
     }
 }
 
@@ -335,15 +462,21 @@ fn refuses_func_ip(verifier_log: &str) -> bool {
 /// Loads the kprobe (or kretprobe) program `name` of hotprof's object into the kernel.
 fn load_kprobe<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut KProbe, AttachError> {
     let program: &mut KProbe = program(ebpf, name)?;
-    program
-        .load()
-        .map_err(|e| AttachError::Internal(format!("loading {name}: {}", one_line(&e))))?;
+    program.load().map_err(|e| {
+        AttachError::Internal(Reason::of(e, |e| {
+            format!("loading {name}: {}", one_line(e))
+        }))
+    })?;
     Ok(program)
 }
 
 /// A link just attached, taken out of its program (only fails on an unknown id: a bug).
 fn take(link: Result<KProbeLink, aya::programs::ProgramError>) -> Result<KProbeLink, AttachError> {
-    link.map_err(|e| AttachError::Internal(format!("taking a kprobe link: {}", one_line(&e))))
+    link.map_err(|e| {
+        AttachError::Internal(Reason::of(e, |e| {
+            format!("taking a kprobe link: {}", one_line(e))
+        }))
+    })
 }
 
 /// Why the kernel refused a kprobe, with what EINVAL means there.
@@ -383,13 +516,13 @@ pub fn attach_syscalls(
             ("exit", format!("sys_exit_{slot}")),
         ] {
             let tracepoint = format!("sys_{side}_{name}");
-            let fail = |e: &dyn std::error::Error| AttachError::Tracepoint {
+            let fail = |e: ProgramError| AttachError::Tracepoint {
                 tracepoint: format!("syscalls/{tracepoint}"),
-                reason: one_line(e),
+                reason: Reason::of(e, |e| one_line(e)),
             };
             let prog: &mut TracePoint = program(ebpf, &program_name)?;
-            prog.load().map_err(|e| fail(&e))?;
-            prog.attach("syscalls", &tracepoint).map_err(|e| fail(&e))?;
+            prog.load().map_err(fail)?;
+            prog.attach("syscalls", &tracepoint).map_err(fail)?;
         }
     }
     Ok(())
@@ -399,14 +532,20 @@ fn similar_syscalls(events: &Path, name: &str) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(events) else {
         return Vec::new();
     };
-    let mut names: Vec<String> = entries
-        .filter_map(|e| {
-            e.ok()?
-                .file_name()
-                .to_str()?
-                .strip_prefix("sys_enter_")
-                .map(str::to_string)
-        })
+    let known = entries.filter_map(|e| {
+        e.ok()?
+            .file_name()
+            .to_str()?
+            .strip_prefix("sys_enter_")
+            .map(str::to_string)
+    });
+    closest_syscalls(known, name)
+}
+
+/// The syscalls (of `known`) to suggest for an unknown `name`: those containing it or
+/// contained in it, closest in length first, at most three.
+fn closest_syscalls(known: impl Iterator<Item = String>, name: &str) -> Vec<String> {
+    let mut names: Vec<String> = known
         .filter(|candidate| candidate.contains(name) || name.contains(candidate.as_str()))
         .collect();
     names.sort_by_key(|c| c.len().abs_diff(name.len()));
@@ -426,53 +565,79 @@ pub fn attach_tracking(
     off_cpu: bool,
     follow_forks: bool,
 ) -> Result<(), AttachError> {
-    let hashed = store == TaskStore::HashMap;
-    if off_cpu && !hashed {
-        let fail = |reason: String| AttachError::Tracepoint {
-            tracepoint: "tp_btf/sched_switch".into(),
-            reason,
-        };
-        let btf = Btf::from_sys_fs()
-            .map_err(|e| fail(format!("--off-cpu needs kernel BTF: {}", one_line(&e))))?;
-        let prog: &mut BtfTracePoint = program(ebpf, "sched_switch")?;
-        prog.load("sched_switch", &btf)
-            .map_err(|e| fail(one_line(&e)))?;
-        prog.attach().map_err(|e| fail(one_line(&e)))?;
-    }
-    for (wanted, name) in [
-        (off_cpu && hashed, "sched_switch"),
-        // Deletes what the task's calls after its exit left in the hash map.
-        (hashed, "sched_process_free"),
-    ] {
-        if !wanted {
-            continue;
+    for hook in tracking_hooks(store, off_cpu, follow_forks) {
+        match hook {
+            Hook::BtfTracepoint(name) => {
+                let fail = |reason: Reason| AttachError::Tracepoint {
+                    tracepoint: format!("tp_btf/{name}"),
+                    reason,
+                };
+                let refused = |e: ProgramError| fail(Reason::of(e, |e| one_line(e)));
+                let btf = Btf::from_sys_fs().map_err(|e| {
+                    fail(Reason::of(e, |e| {
+                        format!("--off-cpu needs kernel BTF: {}", one_line(e))
+                    }))
+                })?;
+                let prog: &mut BtfTracePoint = program(ebpf, name)?;
+                prog.load(name, &btf).map_err(refused)?;
+                prog.attach().map_err(refused)?;
+            }
+            Hook::RawTracepoint(name) => {
+                let fail = |e: ProgramError| AttachError::Tracepoint {
+                    tracepoint: format!("raw_tp/{name}"),
+                    reason: Reason::of(e, |e| one_line(e)),
+                };
+                let prog: &mut RawTracePoint = program(ebpf, name)?;
+                prog.load().map_err(fail)?;
+                prog.attach(name).map_err(fail)?;
+            }
+            Hook::Tracepoint(name) => {
+                let fail = |e: ProgramError| AttachError::Tracepoint {
+                    tracepoint: format!("sched/{name}"),
+                    reason: Reason::of(e, |e| one_line(e)),
+                };
+                let prog: &mut TracePoint = program(ebpf, name)?;
+                prog.load().map_err(fail)?;
+                prog.attach("sched", name).map_err(fail)?;
+            }
         }
-        let fail = |e: &dyn std::error::Error| AttachError::Tracepoint {
-            tracepoint: format!("raw_tp/{name}"),
-            reason: one_line(e),
-        };
-        let prog: &mut RawTracePoint = program(ebpf, name)?;
-        prog.load().map_err(|e| fail(&e))?;
-        prog.attach(name).map_err(|e| fail(&e))?;
-    }
-    for (wanted, name) in [
-        (follow_forks, "sched_process_fork"),
-        // Always: counts an exiting task's open frames (their returns will never come) and
-        // deletes its hash-map entry.
-        (true, "sched_process_exit"),
-    ] {
-        if !wanted {
-            continue;
-        }
-        let fail = |e: &dyn std::error::Error| AttachError::Tracepoint {
-            tracepoint: format!("sched/{name}"),
-            reason: one_line(e),
-        };
-        let prog: &mut TracePoint = program(ebpf, name)?;
-        prog.load().map_err(|e| fail(&e))?;
-        prog.attach("sched", name).map_err(|e| fail(&e))?;
     }
     Ok(())
+}
+
+/// A scheduler hook: its program (named after the event) and how it is attached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Hook {
+    /// `tp_btf/NAME`: arguments are BTF-typed kernel pointers.
+    BtfTracepoint(&'static str),
+    /// `raw_tp/NAME`: arguments are raw values.
+    RawTracepoint(&'static str),
+    /// The classic tracepoint `sched/NAME`.
+    Tracepoint(&'static str),
+}
+
+/// The hooks [`attach_tracking`] attaches, in order.
+fn tracking_hooks(store: TaskStore, off_cpu: bool, follow_forks: bool) -> Vec<Hook> {
+    let hashed = store == TaskStore::HashMap;
+    let mut hooks = Vec::new();
+    if off_cpu {
+        hooks.push(if hashed {
+            Hook::RawTracepoint("sched_switch")
+        } else {
+            Hook::BtfTracepoint("sched_switch")
+        });
+    }
+    if hashed {
+        // Deletes what the task's calls after its exit left in the hash map.
+        hooks.push(Hook::RawTracepoint("sched_process_free"));
+    }
+    if follow_forks {
+        hooks.push(Hook::Tracepoint("sched_process_fork"));
+    }
+    // Always: counts an exiting task's open frames (their returns will never come) and
+    // deletes its hash-map entry.
+    hooks.push(Hook::Tracepoint("sched_process_exit"));
+    hooks
 }
 
 fn program<'a, T>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut T, AttachError>
@@ -480,11 +645,13 @@ where
     &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
 {
     let program = ebpf.program_mut(name).ok_or_else(|| {
-        AttachError::Internal(format!("program {name} missing from the eBPF object"))
+        AttachError::Internal(Reason::new(format!(
+            "program {name} missing from the eBPF object"
+        )))
     })?;
     program
         .try_into()
-        .map_err(|e| AttachError::Internal(format!("program {name}: {e}")))
+        .map_err(|e| AttachError::Internal(Reason::of(e, |e| format!("program {name}: {e}"))))
 }
 
 /// An error and its causes on one line (aya nests the useful part, e.g. the errno).
@@ -545,5 +712,286 @@ mod tests {
         );
         assert!(text.contains("5.10.0-30-cloud-amd64"), "{text}");
         assert!(!text.contains('\n'), "{text}");
+    }
+
+    fn target(symbol: &str, address: u64, traceable: Option<bool>) -> Target {
+        Target {
+            symbol: symbol.into(),
+            address,
+            traceable,
+            note: None,
+        }
+    }
+
+    fn no_release() -> String {
+        panic!("the kernel release is only looked up for an error that names it")
+    }
+
+    fn io_error(errno: i32) -> std::io::Error {
+        std::io::Error::from_raw_os_error(errno)
+    }
+
+    fn load_error(verifier_log: &str) -> ProgramError {
+        ProgramError::LoadError {
+            io_error: io_error(libc::EINVAL),
+            verifier_log: aya_obj::VerifierLog::new(verifier_log.into()),
+        }
+    }
+
+    /// The error hotprof prints: the error and its sources joined with ": " (`{:#}`).
+    fn printed(error: AttachError) -> String {
+        format!("{:#}", anyhow::Error::new(error))
+    }
+
+    #[test]
+    fn errors_with_a_reason_print_as_one_line_that_ends_with_it() {
+        let kprobe = AttachError::Kprobe {
+            function: "vfs_read".into(),
+            reason: Reason::of(io_error(libc::EACCES), |e| kprobe_refusal(e)),
+        };
+        let line = "kprobe cannot attach to vfs_read: Permission denied (os error 13)";
+        assert_eq!(kprobe.to_string(), "kprobe cannot attach to vfs_read");
+        assert_eq!(kprobe.message(), line);
+        // The reason ends the chain: its text already holds the error's own causes.
+        let reason = std::error::Error::source(&kprobe).expect("the reason is the source");
+        assert!(reason.source().is_none());
+        assert_eq!(printed(kprobe), line);
+
+        let tracepoint = AttachError::Tracepoint {
+            tracepoint: "sched/sched_process_exit".into(),
+            reason: Reason::of(load_error("R1 invalid mem access 'scalar'\n"), |e| {
+                one_line(e)
+            }),
+        };
+        assert_eq!(
+            tracepoint.message(),
+            "cannot attach tracepoint sched/sched_process_exit: the BPF_PROG_LOAD syscall \
+             returned Invalid argument (os error 22). Verifier output: R1 invalid mem access \
+             'scalar' "
+        );
+        let internal = AttachError::Internal(Reason::new("FUNC_IPS map missing"));
+        assert_eq!(printed(internal), "internal: FUNC_IPS map missing");
+        // Without a reason, the message is the error's own words.
+        let too_many = AttachError::TooManySyscalls { requested: 17 };
+        assert_eq!(too_many.message(), too_many.to_string());
+        assert!(std::error::Error::source(&too_many).is_none());
+    }
+
+    #[test]
+    fn a_reason_keeps_the_error_it_words() {
+        let reason = Reason::of(load_error("x"), |e| one_line(e));
+        let kept = reason
+            .error()
+            .and_then(|e| e.downcast_ref::<ProgramError>());
+        assert!(
+            matches!(kept, Some(ProgramError::LoadError { io_error, .. })
+                if io_error.raw_os_error() == Some(libc::EINVAL)),
+            "{kept:?}"
+        );
+        assert!(Reason::new("no error here").error().is_none());
+    }
+
+    #[test]
+    fn auto_mode_falls_back_to_kprobes_with_a_note_saying_why_not_fentry() {
+        let refused = AttachError::Fentry {
+            function: "vfs_read".into(),
+            reason: Reason::of(io_error(libc::EOPNOTSUPP), |e| one_line(e)),
+        };
+        assert_eq!(
+            fall_back_from_fentry(refused, true, no_release).unwrap(),
+            "fentry cannot attach to vfs_read: Operation not supported (os error 95); \
+             using kprobe/kretprobe instead"
+        );
+        let too_many = AttachError::TooManyForFentry { requested: 65 };
+        assert_eq!(
+            fall_back_from_fentry(too_many, true, no_release).unwrap(),
+            "fentry mode handles at most 64 functions per run (65 requested): use --mode \
+             kprobe; using kprobe/kretprobe instead"
+        );
+    }
+
+    #[test]
+    fn without_kprobes_auto_mode_fails_with_one_error_naming_both_reasons() {
+        let refused = AttachError::Fentry {
+            function: "vfs_read".into(),
+            reason: Reason::of(io_error(libc::EOPNOTSUPP), |e| one_line(e)),
+        };
+        let error = fall_back_from_fentry(refused, false, || "6.8.0-test".into()).unwrap_err();
+        let AttachError::NoKprobes {
+            release,
+            fentry: Some(fentry),
+        } = &error
+        else {
+            panic!("{error:?}");
+        };
+        assert_eq!(release, "6.8.0-test");
+        // The fentry reason, with the error under it kept; the function is named by the run.
+        assert_eq!(fentry.to_string(), "Operation not supported (os error 95)");
+        assert!(fentry.error().unwrap().is::<std::io::Error>());
+        let text = printed(error);
+        assert!(
+            text.starts_with("this kernel (6.8.0-test) has no kprobes (no kprobe PMU in "),
+            "{text}"
+        );
+        assert!(
+            text.contains(" and fentry is refused (Operation not supported (os error 95)): "),
+            "{text}"
+        );
+        assert!(!text.contains("fentry cannot attach"), "{text}");
+        assert!(text.contains("`hotprof --syscall NAME`"), "{text}");
+
+        // Refused for another reason than a function: that whole message is the reason.
+        let error = fall_back_from_fentry(
+            AttachError::TooManyForFentry { requested: 65 },
+            false,
+            || "6.8.0-test".into(),
+        )
+        .unwrap_err();
+        let AttachError::NoKprobes {
+            fentry: Some(fentry),
+            ..
+        } = &error
+        else {
+            panic!("{error:?}");
+        };
+        assert_eq!(
+            fentry.to_string(),
+            "fentry mode handles at most 64 functions per run (65 requested): use --mode kprobe"
+        );
+        assert!(fentry.error().unwrap().is::<AttachError>());
+    }
+
+    #[test]
+    fn fentry_is_not_tried_on_a_function_ftrace_does_not_list() {
+        let refusal = fentry_refusal(&target("vfs_read.cold", 1, Some(false)));
+        assert_eq!(
+            refusal.map(|r| r.to_string()).as_deref(),
+            Some("not in available_filter_functions (notrace or inlined)")
+        );
+        assert!(fentry_refusal(&target("vfs_read", 1, Some(true))).is_none());
+        // No tracefs to tell: tried, and the kernel decides.
+        assert!(fentry_refusal(&target("vfs_read", 1, None)).is_none());
+    }
+
+    #[test]
+    fn functions_beyond_the_kprobe_slots_share_kprobe_entry() {
+        let targets: Vec<Target> = (0..200)
+            .map(|i| target(&format!("f{i}"), 0x1000 + i, Some(true)))
+            .collect();
+        for (count, slotted, shared) in [
+            (0, 0, 0),
+            (1, 1, 0),
+            (64, 64, 0),
+            (65, 64, 1),
+            (200, 64, 136),
+        ] {
+            let (own, rest) = kprobe_slots(&targets[..count]);
+            assert_eq!(
+                (own.len(), rest.len()),
+                (slotted, shared),
+                "{count} functions"
+            );
+            // In order: a function's id is its index in the run's targets.
+            assert_eq!(own, &targets[..slotted]);
+            assert_eq!(rest, &targets[slotted..count]);
+        }
+    }
+
+    #[test]
+    fn a_verifier_without_bpf_get_func_ip_means_too_many_functions_for_this_kernel() {
+        let log_5_10 = "0: (85) call unknown#173\ninvalid func unknown#173\n";
+        let error = shared_kprobe_error(load_error(log_5_10), 65, || "5.10.0-30".into());
+        assert!(
+            matches!(&error, AttachError::TooManyForKprobe { release, requested: 65 }
+                if release == "5.10.0-30"),
+            "{error:?}"
+        );
+        // Any other refusal is hotprof's problem, with aya's error kept under it.
+        let error = shared_kprobe_error(load_error("R1 invalid mem access\n"), 65, no_release);
+        let AttachError::Internal(reason) = &error else {
+            panic!("{error:?}");
+        };
+        assert!(reason.error().unwrap().is::<ProgramError>());
+        assert!(
+            error
+                .message()
+                .starts_with("internal: loading kprobe_entry: the BPF_PROG_LOAD syscall"),
+            "{}",
+            error.message()
+        );
+    }
+
+    #[test]
+    fn a_kprobe_refused_with_einval_says_what_the_kernel_does_not_allow() {
+        let einval = kprobe_refusal(&io_error(libc::EINVAL));
+        assert!(
+            einval
+                .starts_with("Invalid argument (os error 22): the kernel does not allow a kprobe"),
+            "{einval}"
+        );
+        assert!(einval.ends_with("probe a caller instead"), "{einval}");
+        assert_eq!(
+            kprobe_refusal(&io_error(libc::ENOENT)),
+            "No such file or directory (os error 2)"
+        );
+    }
+
+    #[test]
+    fn scheduler_hooks_follow_the_task_store_and_the_options() {
+        use Hook::{BtfTracepoint as Btf, RawTracepoint as Raw, Tracepoint as Tp};
+        let storage = TaskStore::TaskStorage;
+        let hashed = TaskStore::HashMap;
+        // The exit hook always; the fork hook when following a workload.
+        assert_eq!(
+            tracking_hooks(storage, false, false),
+            [Tp("sched_process_exit")]
+        );
+        assert_eq!(
+            tracking_hooks(storage, false, true),
+            [Tp("sched_process_fork"), Tp("sched_process_exit")]
+        );
+        // --off-cpu: sched_switch reads task storage through BTF-typed task pointers...
+        assert_eq!(
+            tracking_hooks(storage, true, true),
+            [
+                Btf("sched_switch"),
+                Tp("sched_process_fork"),
+                Tp("sched_process_exit")
+            ]
+        );
+        // ...and the hash map by the tasks' addresses, a raw tracepoint's arguments; the hash
+        // map also needs its entries of freed tasks deleted.
+        assert_eq!(
+            tracking_hooks(hashed, false, false),
+            [Raw("sched_process_free"), Tp("sched_process_exit")]
+        );
+        assert_eq!(
+            tracking_hooks(hashed, true, true),
+            [
+                Raw("sched_switch"),
+                Raw("sched_process_free"),
+                Tp("sched_process_fork"),
+                Tp("sched_process_exit")
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_syscalls_get_the_closest_known_names() {
+        let known = [
+            "read",
+            "pread64",
+            "readv",
+            "preadv2",
+            "write",
+            "readahead",
+            "getpid",
+        ];
+        let closest = |name| closest_syscalls(known.iter().map(|s| s.to_string()), name);
+        // Containing it or contained in it, closest in length first, three at most.
+        assert_eq!(closest("read"), ["read", "readv", "pread64"]);
+        assert_eq!(closest("readx"), ["read"]);
+        assert_eq!(closest("getpidd"), ["getpid"]);
+        assert!(closest("nosuch").is_empty());
     }
 }

@@ -3,6 +3,8 @@
 use anyhow::Context as _;
 
 use crate::attach;
+use crate::resolve::callsites::{CallSites, KernelCode};
+use crate::resolve::kcore::Kcore;
 use crate::resolve::{KernelFunctions, is_glob};
 
 const EXAMPLES: &str = "\
@@ -46,23 +48,339 @@ pub fn run(args: &ListArgs) -> anyhow::Result<i32> {
         anyhow::bail!("no kernel function matches '{pattern}'");
     }
     let kprobes = attach::kprobes_available();
-    println!("{:<48} {:<28} fentry", "function", "kprobe");
-    for name in &symbols {
-        let kprobe = if kernel.is_blacklisted(name) {
+    let callsites = call_sites(&kernel, &symbols);
+    println!("{}", header());
+    for (index, name) in symbols.iter().enumerate() {
+        let facts = Facts {
+            kprobes,
+            btf: btf.is_some(),
+            blacklisted: kernel.is_blacklisted(name),
+            in_btf: in_btf(name),
+            traceable: kernel.is_traceable(name),
+        };
+        let callsite = match &callsites {
+            Ok(sites) => callsite_verdict(&sites[index]),
+            Err(_) => "? (kernel code unreadable)".to_owned(),
+        };
+        println!("{}", row(name, &facts, &callsite));
+    }
+    if let Err(error) = callsites {
+        eprintln!("hotprof: note: no call-site column: {error}");
+    }
+    eprintln!("{} function(s)", symbols.len());
+    Ok(0)
+}
+
+/// The call sites of each of `symbols`, found in one pass over the running kernel's code.
+fn call_sites(kernel: &KernelFunctions, symbols: &[String]) -> anyhow::Result<Vec<CallSites>> {
+    let code = KernelCode::read(kernel, &Kcore::open()?)?;
+    let addresses: Vec<u64> = symbols
+        .iter()
+        .map(|name| {
+            kernel
+                .symbols()
+                .iter()
+                .find(|s| &s.name == name && s.is_function())
+                .map_or(0, |s| s.address)
+        })
+        .collect();
+    Ok(code.call_sites_of(&addresses, None))
+}
+
+/// The callsite column: `yes (N sites in M callers)`, or `no (why)`.
+fn callsite_verdict(sites: &CallSites) -> String {
+    if !sites.covered.is_empty() {
+        return format!(
+            "yes ({} sites in {} callers)",
+            sites.covered.len(),
+            sites.callers()
+        );
+    }
+    if sites.skipped.is_empty() {
+        return "no (no direct callers)".to_owned();
+    }
+    format!(
+        "no ({} tail calls, {} in notrace callers)",
+        sites.tail_calls(),
+        sites.notrace_callers()
+    )
+}
+
+/// What decides whether each probe mode can attach to one function.
+#[derive(Clone, Copy, Debug)]
+struct Facts {
+    /// The kernel can create kprobes at all.
+    kprobes: bool,
+    /// The kernel has BTF at all.
+    btf: bool,
+    /// On the kprobe blacklist.
+    blacklisted: bool,
+    /// Has a function entry in the kernel's BTF (not a compiler clone, not inlined).
+    in_btf: bool,
+    /// Whether ftrace may trace it; `None` when the list of traceable functions is unreadable.
+    traceable: Option<bool>,
+}
+
+impl Facts {
+    /// The kprobe column: `yes`, or `no (why)`.
+    fn kprobe(&self) -> &'static str {
+        if self.blacklisted {
             "no (blacklisted)"
-        } else if !kprobes {
+        } else if !self.kprobes {
             "no (kernel has no kprobes)"
+        } else if self.traceable == Some(false) {
+            // Without CONFIG_KPROBE_EVENTS_ON_NOTRACE (Debian's, and most distributions'
+            // setting) the kernel refuses kprobe events in functions ftrace cannot trace.
+            "no (notrace)"
         } else {
             "yes"
-        };
-        let fentry = match (btf.is_some(), in_btf(name), kernel.is_traceable(name)) {
+        }
+    }
+
+    /// The fentry column: `yes`, or `no (why)`.
+    fn fentry(&self) -> &'static str {
+        match (self.btf, self.in_btf, self.traceable) {
             (false, _, _) => "no (no kernel BTF)",
             (true, false, _) => "no (not in BTF: clone or inlined)",
             (true, true, Some(false)) => "no (notrace)",
             (true, true, _) => "yes",
-        };
-        println!("{name:<48} {kprobe:<28} {fentry}");
+        }
     }
-    eprintln!("{} function(s)", symbols.len());
-    Ok(0)
+}
+
+/// The header of the table `hotprof list` prints.
+fn header() -> String {
+    format!(
+        "{:<48} {:<28} {:<34} callsite",
+        "function", "kprobe", "fentry"
+    )
+}
+
+/// One function's line of the table: whether each probe mode can attach to it.
+fn row(name: &str, facts: &Facts, callsite: &str) -> String {
+    format!(
+        "{name:<48} {:<28} {:<34} {callsite}",
+        facts.kprobe(),
+        facts.fentry()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL_YES: Facts = Facts {
+        kprobes: true,
+        btf: true,
+        blacklisted: false,
+        in_btf: true,
+        traceable: Some(true),
+    };
+
+    #[test]
+    fn a_probeable_function_is_yes_in_both_columns() {
+        assert_eq!((ALL_YES.kprobe(), ALL_YES.fentry()), ("yes", "yes"));
+        // An unreadable list of traceable functions does not stop fentry.
+        let unknown = Facts {
+            traceable: None,
+            ..ALL_YES
+        };
+        assert_eq!(unknown.fentry(), "yes");
+    }
+
+    #[test]
+    fn kprobe_verdicts_say_why_not() {
+        let blacklisted = Facts {
+            blacklisted: true,
+            ..ALL_YES
+        };
+        assert_eq!(blacklisted.kprobe(), "no (blacklisted)");
+        let no_kprobes = Facts {
+            kprobes: false,
+            ..ALL_YES
+        };
+        assert_eq!(no_kprobes.kprobe(), "no (kernel has no kprobes)");
+        // The blacklist is named first: it holds on any kernel.
+        let both = Facts {
+            kprobes: false,
+            ..blacklisted
+        };
+        assert_eq!(both.kprobe(), "no (blacklisted)");
+        let notrace = Facts {
+            traceable: Some(false),
+            ..ALL_YES
+        };
+        assert_eq!(notrace.kprobe(), "no (notrace)");
+        // Neither depends on BTF.
+        assert_eq!(
+            Facts {
+                btf: false,
+                ..ALL_YES
+            }
+            .kprobe(),
+            "yes"
+        );
+    }
+
+    #[test]
+    fn fentry_verdicts_say_why_not() {
+        let cases = [
+            (
+                Facts {
+                    btf: false,
+                    ..ALL_YES
+                },
+                "no (no kernel BTF)",
+            ),
+            (
+                Facts {
+                    btf: false,
+                    in_btf: false,
+                    traceable: Some(false),
+                    ..ALL_YES
+                },
+                "no (no kernel BTF)",
+            ),
+            (
+                Facts {
+                    in_btf: false,
+                    ..ALL_YES
+                },
+                "no (not in BTF: clone or inlined)",
+            ),
+            (
+                Facts {
+                    in_btf: false,
+                    traceable: Some(false),
+                    ..ALL_YES
+                },
+                "no (not in BTF: clone or inlined)",
+            ),
+            (
+                Facts {
+                    traceable: Some(false),
+                    ..ALL_YES
+                },
+                "no (notrace)",
+            ),
+        ];
+        for (facts, expected) in cases {
+            assert_eq!(facts.fentry(), expected, "{facts:?}");
+        }
+        // The kprobe column is independent.
+        assert_eq!(
+            Facts {
+                btf: false,
+                ..ALL_YES
+            }
+            .kprobe(),
+            "yes"
+        );
+    }
+
+    #[test]
+    fn the_table_has_a_header_and_aligned_rows() {
+        let notrace = Facts {
+            traceable: Some(false),
+            ..ALL_YES
+        };
+        let clone = Facts {
+            blacklisted: true,
+            in_btf: false,
+            ..ALL_YES
+        };
+        let lines = [
+            header(),
+            row("vfs_read", &ALL_YES, "yes (12 sites in 9 callers)"),
+            row(
+                "copy_page_from_iter_atomic",
+                &notrace,
+                "yes (3 sites in 3 callers)",
+            ),
+            row(
+                "__ep_eventpoll_poll.isra.0",
+                &clone,
+                "no (no direct callers)",
+            ),
+        ];
+        assert_eq!(
+            lines,
+            [
+                format!(
+                    "{:<48} {:<28} {:<34} callsite",
+                    "function", "kprobe", "fentry"
+                ),
+                format!(
+                    "{:<48} {:<28} {:<34} yes (12 sites in 9 callers)",
+                    "vfs_read", "yes", "yes"
+                ),
+                format!(
+                    "{:<48} {:<28} {:<34} yes (3 sites in 3 callers)",
+                    "copy_page_from_iter_atomic", "no (notrace)", "no (notrace)"
+                ),
+                format!(
+                    "{:<48} {:<28} {:<34} no (no direct callers)",
+                    "__ep_eventpoll_poll.isra.0",
+                    "no (blacklisted)",
+                    "no (not in BTF: clone or inlined)"
+                ),
+            ]
+        );
+        // The kprobe column starts at 49, fentry at 78 and callsite at 113, whatever the
+        // verdicts.
+        for line in &lines {
+            assert!(!line.contains('\n'), "{line}");
+            for at in [48, 77, 112] {
+                assert_eq!(line.as_bytes()[at], b' ', "{line}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_long_name_pushes_its_row_but_keeps_every_column() {
+        let name = "a_function_name_longer_than_the_forty_eight_columns_it_gets";
+        assert_eq!(
+            row(name, &ALL_YES, "yes (1 sites in 1 callers)"),
+            format!(
+                "{name} {:<28} {:<34} yes (1 sites in 1 callers)",
+                "yes", "yes"
+            )
+        );
+    }
+
+    #[test]
+    fn callsite_verdicts_count_sites_callers_and_what_was_skipped() {
+        use crate::resolve::callsites::{CallSite, Skipped};
+        let site = |caller: &str, offset| CallSite {
+            caller: caller.into(),
+            offset,
+            return_offset: offset + 5,
+        };
+        let covered = CallSites {
+            covered: vec![site("a", 1), site("a", 9), site("b", 4)],
+            skipped: vec![],
+        };
+        assert_eq!(callsite_verdict(&covered), "yes (3 sites in 2 callers)");
+        assert_eq!(
+            callsite_verdict(&CallSites::default()),
+            "no (no direct callers)"
+        );
+        let skipped = CallSites {
+            covered: vec![],
+            skipped: vec![
+                Skipped::TailCall {
+                    caller: "a".into(),
+                    offset: 3,
+                },
+                Skipped::NotraceCaller {
+                    caller: "b".into(),
+                    offset: 7,
+                },
+            ],
+        };
+        assert_eq!(
+            callsite_verdict(&skipped),
+            "no (1 tail calls, 1 in notrace callers)"
+        );
+    }
 }

@@ -150,6 +150,14 @@ impl RecordArgs {
 /// returns the filters as the probes compare them.
 fn validate(args: &RecordArgs, spec: &SessionSpec) -> anyhow::Result<Filters> {
     let filter = session::validate(spec)?;
+    check_options(args)?;
+    session::check_system(&args.command)?;
+    Ok(filter)
+}
+
+/// The command's own rules: which options go together, and that every output can be
+/// written (the file system is all it looks at).
+fn check_options(args: &RecordArgs) -> anyhow::Result<()> {
     if args.runs > 1 && args.command.is_empty() {
         bail!("--runs needs a workload command after --");
     }
@@ -167,8 +175,7 @@ fn validate(args: &RecordArgs, spec: &SessionSpec) -> anyhow::Result<Filters> {
             check_writable(option, path)?;
         }
     }
-    session::check_system(&args.command)?;
-    Ok(filter)
+    Ok(())
 }
 
 /// Runs a recording; returns the process exit code (the workload's, when there is one).
@@ -494,4 +501,150 @@ fn check_writable(option: &str, path: &std::path::Path) -> anyhow::Result<()> {
         bail!("{option} {}: is a directory", path.display());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use clap::Parser as _;
+
+    use super::*;
+
+    fn args(line: &[&str]) -> RecordArgs {
+        let argv = std::iter::once("hotprof").chain(line.iter().copied());
+        crate::cli::Cli::try_parse_from(argv).unwrap().record
+    }
+
+    fn error<T>(result: anyhow::Result<T>) -> String {
+        match result {
+            Ok(_) => panic!("accepted"),
+            Err(error) => error.to_string(),
+        }
+    }
+
+    /// A directory of its own under the system's temporary one, removed when dropped.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(name: &str) -> Self {
+            let path =
+                std::env::temp_dir().join(format!("hotprof-record-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&path);
+            std::fs::create_dir_all(&path).unwrap();
+            Self(path)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn runs_need_a_workload_and_no_interval() {
+        let no_workload = args(&["--fn", "vfs_read", "--runs", "3"]);
+        assert_eq!(
+            error(check_options(&no_workload)),
+            "--runs needs a workload command after --"
+        );
+        let with_interval = args(&[
+            "--fn",
+            "vfs_read",
+            "--runs",
+            "3",
+            "--interval",
+            "1s",
+            "--",
+            "true",
+        ]);
+        assert_eq!(
+            error(check_options(&with_interval)),
+            "--runs and --interval cannot be combined"
+        );
+        // The workload rule comes first.
+        let both = args(&["--fn", "vfs_read", "--runs", "3", "--interval", "1s"]);
+        assert_eq!(
+            error(check_options(&both)),
+            "--runs needs a workload command after --"
+        );
+        for fine in [
+            &["--fn", "vfs_read", "--runs", "3", "--", "true"][..],
+            &["--fn", "vfs_read", "--interval", "1s"],
+            &["--fn", "vfs_read", "--interval", "1s", "--", "true"],
+            &["--fn", "vfs_read", "--runs", "1", "--interval", "1s"],
+            &["--fn", "vfs_read"],
+        ] {
+            assert!(check_options(&args(fine)).is_ok(), "{fine:?}");
+        }
+    }
+
+    #[test]
+    fn the_session_is_checked_before_the_options() {
+        let nothing = args(&["--runs", "3"]);
+        let spec = nothing.session_spec();
+        assert!(error(validate(&nothing, &spec)).starts_with("nothing to measure"));
+        let runs = args(&["--fn", "vfs_read", "--runs", "3"]);
+        let spec = runs.session_spec();
+        assert_eq!(
+            error(validate(&runs, &spec)),
+            "--runs needs a workload command after --"
+        );
+    }
+
+    #[test]
+    fn an_output_needs_an_existing_directory_and_must_not_be_one() {
+        let dir = TempDir::new("writable");
+        let missing = dir.0.join("no-such-dir").join("out.json");
+        assert_eq!(
+            error(check_writable("--json", &missing)),
+            format!(
+                "--json {}: directory {} does not exist",
+                missing.display(),
+                dir.0.join("no-such-dir").display()
+            )
+        );
+        assert_eq!(
+            error(check_writable("--html", &dir.0)),
+            format!("--html {}: is a directory", dir.0.display())
+        );
+        // A new file and an existing one are both fine, and nothing is created.
+        let fresh = dir.0.join("out.json");
+        assert!(check_writable("--json", &fresh).is_ok());
+        assert!(!fresh.exists());
+        std::fs::write(&fresh, b"old").unwrap();
+        assert!(check_writable("--json", &fresh).is_ok());
+        // A bare file name is in the current directory.
+        assert!(check_writable("--folded", Path::new("stacks.folded")).is_ok());
+    }
+
+    #[test]
+    fn every_output_option_is_checked_and_named() {
+        let dir = TempDir::new("options");
+        let missing = dir.0.join("missing").join("out");
+        let missing = missing.to_str().unwrap();
+        for option in ["--json", "--flamegraph", "--folded", "--pprof", "--html"] {
+            let message = error(check_options(&args(&["--fn", "vfs_read", option, missing])));
+            assert_eq!(
+                message,
+                format!(
+                    "{option} {missing}: directory {} does not exist",
+                    dir.0.join("missing").display()
+                )
+            );
+        }
+        let fine = dir.0.join("out");
+        let fine = fine.to_str().unwrap();
+        assert!(
+            check_options(&args(&["--fn", "vfs_read", "--json", fine, "--html", fine])).is_ok()
+        );
+        // The first unwritable output is the one named.
+        let directory = dir.0.to_str().unwrap();
+        let message = error(check_options(&args(&[
+            "--fn", "vfs_read", "--json", fine, "--pprof", directory, "--html", missing,
+        ])));
+        assert!(message.starts_with("--pprof "), "{message}");
+        assert!(message.ends_with(": is a directory"), "{message}");
+    }
 }

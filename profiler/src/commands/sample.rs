@@ -128,7 +128,7 @@ pub async fn collect(args: &SampleArgs) -> anyhow::Result<Samples> {
     let offsets = if follow {
         let tracefs = crate::resolve::tracefs_root()
             .context("following the workload's children needs tracefs")?;
-        Some(TracepointOffsets::read(&tracefs).map_err(anyhow::Error::msg)?)
+        Some(TracepointOffsets::read(&tracefs)?)
     } else {
         None
     };

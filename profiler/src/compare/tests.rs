@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use super::bootstrap::Rng;
 use super::*;
-use crate::model::{FunctionRecord, Histogram, Losses, RunRecord, SCHEMA_VERSION};
+use crate::model::{FunctionRecord, FunctionTotals, Losses, RunRecord, SCHEMA_VERSION};
 
 /// How a synthetic function's latencies are drawn.
 #[derive(Clone, Copy)]
@@ -28,24 +28,11 @@ const TEN_PERCENT_BASE: Shape = Shape {
 
 /// One function's record from raw durations, through the same constructor hotprof uses.
 fn function_record(name: &str, durations: &[u64]) -> FunctionRecord {
-    let mut histogram = Histogram::new();
-    durations.iter().for_each(|&d| histogram.record(d));
-    let sum: u64 = durations.iter().sum();
-    let sum_sq: u128 = durations.iter().map(|&d| d as u128 * d as u128).sum();
-    let (min, max) = (
-        *durations.iter().min().unwrap(),
-        *durations.iter().max().unwrap(),
-    );
     let symbol = format!("{name}.isra.0");
     FunctionRecord::from_aggregates(
         name.into(),
         symbol,
-        &histogram,
-        durations.len() as u64,
-        sum,
-        sum_sq,
-        min,
-        max,
+        &FunctionTotals::from_durations(durations),
     )
 }
 

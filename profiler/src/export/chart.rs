@@ -9,7 +9,7 @@
 
 use std::fmt::Write as _;
 
-use super::html::escape;
+use super::escape::escape;
 
 /// A display bin: calls with latency in `[lo, hi)` ns (real-valued edges).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -35,13 +35,13 @@ pub fn display_bins(buckets: &[[u64; 3]]) -> Vec<Bin> {
             let eighth = 1u64 << (msb - 3);
             ((v >> (msb - 3)) << (msb - 3), eighth)
         };
-        bins.entry(lo)
-            .or_insert(Bin {
-                lo: lo as f64,
-                hi: lo as f64 + width as f64,
-                count: 0,
-            })
-            .count += count;
+        let bin = bins.entry(lo).or_insert(Bin {
+            lo: lo as f64,
+            hi: lo as f64 + width as f64,
+            count: 0,
+        });
+        // Counts come from recordings on disk: a corrupt one must not overflow.
+        bin.count = bin.count.saturating_add(count);
     }
     bins.into_values().collect()
 }
@@ -123,7 +123,7 @@ pub fn histogram_svg(title: &str, series: &[Series<'_>]) -> String {
         .iter()
         .map(|s| {
             let bins = display_bins(s.buckets);
-            let total = bins.iter().map(|b| b.count).sum();
+            let total = bins.iter().fold(0u64, |sum, b| sum.saturating_add(b.count));
             (bins, total)
         })
         .collect();
@@ -332,6 +332,19 @@ mod tests {
                 (960.0, 1024.0, 1)
             ]
         );
+    }
+
+    #[test]
+    fn counts_that_would_overflow_draw_instead_of_panicking() {
+        // A corrupt recording (found by fuzzing): counts summing past u64::MAX.
+        let raw = [[100, 103, u64::MAX], [104, 107, u64::MAX], [2048, 2111, 7]];
+        let series = [Series {
+            label: "corrupt",
+            color: "#000",
+            buckets: &raw,
+            markers: vec![],
+        }];
+        assert!(histogram_svg("corrupt", &series).starts_with("<svg"));
     }
 
     #[test]

@@ -33,7 +33,7 @@ pub struct ProfileMeta {
 
 /// The frame name used for a stack with no frames (a lost stack), so its latency is still
 /// visible and the totals still add up.
-pub const EMPTY_STACK_FRAME: &str = "[unknown]";
+pub const EMPTY_STACK_FRAME: &str = crate::flame::UNKNOWN;
 
 /// The file name of the profile's single mapping (frames are symbolized names, not
 /// addresses in a binary).

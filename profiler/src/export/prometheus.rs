@@ -387,7 +387,7 @@ mod tests {
     use profiler_common::{NUM_BUCKETS, bucket_index, bucket_lower_bound, bucket_upper_bound};
 
     use super::*;
-    use crate::model::{Histogram, Losses};
+    use crate::model::{FunctionTotals, Histogram, Losses};
 
     #[test]
     fn boundaries_are_inclusive_upper_edges_of_kernel_buckets() {
@@ -488,20 +488,11 @@ mod tests {
     }
 
     fn recording() -> Recording {
-        let mut histogram = Histogram::new();
-        for v in [50u64, 63, 64, 100, 5_000] {
-            histogram.record(v);
-        }
-        let function = FunctionRecord::from_aggregates(
-            "f".into(),
-            "f.isra.0".into(),
-            &histogram,
-            5,
-            5_277,
-            0,
-            50,
-            5_000,
-        );
+        let totals = FunctionTotals {
+            sum_sq_ns2: 0,
+            ..FunctionTotals::from_durations(&[50, 63, 64, 100, 5_000])
+        };
+        let function = FunctionRecord::from_aggregates("f".into(), "f.isra.0".into(), &totals);
         Recording {
             schema_version: crate::model::SCHEMA_VERSION,
             tool: "hotprof 0.1.0".into(),

@@ -128,14 +128,12 @@ fn user_names(records: &[&StackRecord], names: &dyn FrameNames) -> HashMap<(u32,
         }
         let frames = names.user_frames(pid, &addresses);
         for (index, address) in addresses.into_iter().enumerate() {
-            let frame = frames.get(index).map_or(UNKNOWN_FRAME, String::as_str);
+            let frame = frames.get(index).map_or(super::UNKNOWN, String::as_str);
             out.insert((pid, address), sanitize_frame(frame));
         }
     }
     out
 }
-
-const UNKNOWN_FRAME: &str = "[unknown]";
 
 /// Merges lines with the same stack (summing, saturating), drops weight-0 lines and sorts by
 /// stack: the canonical form [`fold`] produces, for input read back with [`parse_folded`].
@@ -199,7 +197,7 @@ pub fn sanitize_frame(name: &str) -> String {
         out.pop();
     }
     if out.is_empty() {
-        return UNKNOWN_FRAME.to_string();
+        return super::UNKNOWN.to_string();
     }
     if let Some((head, last)) = out.rsplit_once(' ')
         && is_count(last)

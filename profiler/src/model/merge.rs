@@ -2,7 +2,7 @@
 //! distribution, whether it came from one file with `--runs N` or from several files
 //! recorded interleaved with the other side's.
 
-use super::{FunctionRecord, Histogram, Losses, Recording, RunRecord};
+use super::{FunctionRecord, FunctionTotals, Histogram, Losses, Recording, RunRecord};
 
 impl FunctionRecord {
     /// The calls of several records of one function as one record: exact sums and extremes,
@@ -13,20 +13,25 @@ impl FunctionRecord {
         let called = || records.iter().filter(|r| r.count > 0);
         let sum = |field: fn(&FunctionRecord) -> u64| records.iter().map(|r| field(r)).sum();
         let first = records.first();
+        let totals = FunctionTotals {
+            count: sum(|r| r.count),
+            sum_ns: sum(|r| r.sum_ns),
+            sum_sq_ns2: records.iter().map(|r| r.sum_sq_ns2 as u128).sum(),
+            min_ns: called().map(|r| r.min_ns).min().unwrap_or(0),
+            max_ns: called().map(|r| r.max_ns).max().unwrap_or(0),
+            on_cpu_sum_ns: records.iter().filter_map(|r| r.on_cpu_sum_ns).sum(),
+            below_min: sum(|r| r.below_min_latency),
+            self_sum_ns: sum(|r| r.self_sum_ns),
+            outer_count: sum(|r| r.outer_count),
+            outer_sum_ns: sum(|r| r.outer_sum_ns),
+            histogram,
+        };
         let mut merged = FunctionRecord::from_aggregates(
             first.map(|r| r.name.clone()).unwrap_or_default(),
             first.map(|r| r.symbol.clone()).unwrap_or_default(),
-            &histogram,
-            sum(|r| r.count),
-            sum(|r| r.sum_ns),
-            records.iter().map(|r| r.sum_sq_ns2 as u128).sum(),
-            called().map(|r| r.min_ns).min().unwrap_or(0),
-            called().map(|r| r.max_ns).max().unwrap_or(0),
+            &totals,
         );
-        merged.self_sum_ns = sum(|r| r.self_sum_ns);
-        merged.outer_count = sum(|r| r.outer_count);
-        merged.outer_sum_ns = sum(|r| r.outer_sum_ns);
-        merged.below_min_latency = sum(|r| r.below_min_latency);
+        // Known only if every record knows it (`--off-cpu` runs).
         merged.on_cpu_sum_ns = records.iter().map(|r| r.on_cpu_sum_ns).sum::<Option<u64>>();
         merged
     }
@@ -145,17 +150,10 @@ mod tests {
     use super::*;
 
     fn function(name: &str, values: &[u64]) -> FunctionRecord {
-        let mut histogram = Histogram::new();
-        values.iter().for_each(|&v| histogram.record(v));
         FunctionRecord::from_aggregates(
             name.into(),
             name.into(),
-            &histogram,
-            values.len() as u64,
-            values.iter().sum(),
-            values.iter().map(|&v| (v as u128) * (v as u128)).sum(),
-            values.iter().copied().min().unwrap_or(0),
-            values.iter().copied().max().unwrap_or(0),
+            &FunctionTotals::from_durations(values),
         )
     }
 
@@ -197,6 +195,36 @@ mod tests {
             )
         );
         assert!((merged.stddev_ns - at_once.stddev_ns).abs() < 1e-6);
+    }
+
+    #[test]
+    fn merging_sums_self_and_outer_time_and_on_cpu_time_only_if_all_have_it() {
+        let with =
+            |values: &[u64], self_sum_ns, outer_count, below_min_latency, on_cpu| FunctionRecord {
+                self_sum_ns,
+                outer_count,
+                outer_sum_ns: 2 * self_sum_ns,
+                below_min_latency,
+                on_cpu_sum_ns: on_cpu,
+                ..function("f", values)
+            };
+        let a = with(&[100, 200], 250, 2, 5, Some(40));
+        let b = with(&[300], 280, 1, 7, Some(60));
+        let merged = FunctionRecord::merged(&[&a, &b]);
+        assert_eq!(
+            (
+                merged.self_sum_ns,
+                merged.outer_count,
+                merged.outer_sum_ns,
+                merged.below_min_latency
+            ),
+            (530, 3, 1_060, 12)
+        );
+        assert_eq!(merged.on_cpu_sum_ns, Some(100));
+        let without = with(&[300], 280, 1, 7, None);
+        assert_eq!(FunctionRecord::merged(&[&a, &without]).on_cpu_sum_ns, None);
+        // Nothing to merge: an empty record.
+        assert_eq!(FunctionRecord::merged(&[]).count, 0);
     }
 
     #[test]

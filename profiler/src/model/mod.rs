@@ -3,10 +3,12 @@
 mod histogram;
 mod merge;
 mod recording;
+mod totals;
 
 pub use histogram::Histogram;
 pub use merge::{distinct_values, mean_probe_overhead};
 pub use recording::{
-    FunctionRecord, IntervalFunction, IntervalRecord, LoadError, Losses, Recording, RunRecord,
-    SCHEMA_VERSION, TaskStore, load_recording, parse_recording,
+    CallerRecord, FunctionRecord, IntervalFunction, IntervalRecord, LoadError, Losses, Recording,
+    RunRecord, SCHEMA_VERSION, TaskStore, load_recording, parse_recording,
 };
+pub use totals::FunctionTotals;

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::Histogram;
+use super::{FunctionTotals, Histogram};
 
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -175,6 +175,33 @@ pub struct FunctionRecord {
     pub below_min_latency: u64,
     /// `[lower_ns, upper_ns, count]` for every non-empty bucket.
     pub buckets: Vec<[u64; 3]>,
+    /// Per call site, busiest first (call-site mode): which caller pays for the calls.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub callers: Vec<CallerRecord>,
+}
+
+/// One call site's part of a function's calls.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct CallerRecord {
+    /// The call instruction, `caller+0xoff`.
+    pub site: String,
+    pub count: u64,
+    pub sum_ns: u64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+}
+
+impl CallerRecord {
+    /// The site's figures, from its own record.
+    pub fn of(site: String, record: &FunctionRecord) -> Self {
+        Self {
+            site,
+            count: record.count,
+            sum_ns: record.sum_ns,
+            p50_ns: record.p50_ns,
+            p99_ns: record.p99_ns,
+        }
+    }
 }
 
 /// Everything the probes could not time, so nothing is lost silently.
@@ -229,21 +256,23 @@ impl FunctionRecord {
         histogram
     }
 
-    /// Fills every derived field from the exact aggregates and the histogram.
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "mirrors the in-kernel FuncStats fields one to one"
-    )]
-    pub fn from_aggregates(
-        name: String,
-        symbol: String,
-        histogram: &Histogram,
-        count: u64,
-        sum_ns: u64,
-        sum_sq_ns2: u128,
-        min_ns: u64,
-        max_ns: u64,
-    ) -> Self {
+    /// A record of `totals`: every figure they hold, and every derived field computed from
+    /// the exact aggregates and the histogram. `on_cpu_sum_ns` is left `None`: only
+    /// `--off-cpu` runs report it, so the caller decides.
+    pub fn from_aggregates(name: String, symbol: String, totals: &FunctionTotals) -> Self {
+        let FunctionTotals {
+            count,
+            sum_ns,
+            sum_sq_ns2,
+            min_ns,
+            max_ns,
+            on_cpu_sum_ns: _,
+            below_min,
+            self_sum_ns,
+            outer_count,
+            outer_sum_ns,
+            ref histogram,
+        } = *totals;
         let mean = if count > 0 {
             sum_ns as f64 / count as f64
         } else {
@@ -275,14 +304,15 @@ impl FunctionRecord {
             p999_ns: quantile(0.999),
             sum_sq_ns2: sum_sq_ns2 as f64,
             on_cpu_sum_ns: None,
-            self_sum_ns: sum_ns,
-            outer_count: count,
-            outer_sum_ns: sum_ns,
-            below_min_latency: 0,
+            self_sum_ns,
+            outer_count,
+            outer_sum_ns,
+            below_min_latency: below_min,
             buckets: histogram
                 .iter()
                 .map(|(lower, upper, count)| [lower, upper, count])
                 .collect(),
+            callers: Vec::new(),
         }
     }
 }
@@ -388,11 +418,6 @@ mod tests {
     use super::*;
 
     fn sample() -> Recording {
-        let mut histogram = Histogram::new();
-        for v in [100, 200, 300, 10_000] {
-            histogram.record(v);
-        }
-        let sum_sq = [100u128, 200, 300, 10_000].iter().map(|v| v * v).sum();
         Recording {
             schema_version: SCHEMA_VERSION,
             tool: "hotprof test".into(),
@@ -404,12 +429,7 @@ mod tests {
             functions: vec![FunctionRecord::from_aggregates(
                 "f".into(),
                 "f".into(),
-                &histogram,
-                4,
-                10_600,
-                sum_sq,
-                100,
-                10_000,
+                &FunctionTotals::from_durations(&[100, 200, 300, 10_000]),
             )],
             losses: Losses::default(),
             probe_overhead_ns: None,
@@ -433,6 +453,54 @@ mod tests {
         assert_eq!(
             histogram.quantile(0.99, Some(function.min_ns), Some(function.max_ns)),
             Some(function.p99_ns)
+        );
+    }
+
+    #[test]
+    fn a_record_carries_every_figure_of_its_totals_but_on_cpu_time() {
+        let totals = FunctionTotals {
+            on_cpu_sum_ns: 7_000,
+            below_min: 9,
+            self_sum_ns: 6_000,
+            outer_count: 3,
+            outer_sum_ns: 10_000,
+            ..FunctionTotals::from_durations(&[100, 200, 300, 10_000])
+        };
+        let record = FunctionRecord::from_aggregates("f".into(), "f.cold".into(), &totals);
+        assert_eq!(
+            (record.name.as_str(), record.symbol.as_str()),
+            ("f", "f.cold")
+        );
+        assert_eq!(
+            (record.count, record.sum_ns, record.min_ns, record.max_ns),
+            (4, 10_600, 100, 10_000)
+        );
+        assert_eq!(record.sum_sq_ns2, 100_140_000.0);
+        assert_eq!(record.mean_ns, 2_650.0);
+        assert_eq!(
+            (
+                record.below_min_latency,
+                record.self_sum_ns,
+                record.outer_count,
+                record.outer_sum_ns
+            ),
+            (9, 6_000, 3, 10_000)
+        );
+        assert_eq!(record.on_cpu_sum_ns, None);
+        assert_eq!(record.histogram(), totals.histogram);
+    }
+
+    #[test]
+    fn no_calls_make_a_record_of_zeros() {
+        let record =
+            FunctionRecord::from_aggregates("f".into(), "f".into(), &FunctionTotals::default());
+        assert_eq!(
+            record,
+            FunctionRecord {
+                name: "f".into(),
+                symbol: "f".into(),
+                ..FunctionRecord::default()
+            }
         );
     }
 

@@ -121,7 +121,7 @@ pub fn top_table(
                 Some(user) => format!("[.] {}", user.symbolize(record.pid, &[address]).remove(0)),
                 None => format!("[.] {address:#x}"),
             },
-            (None, None) => "[?] [unknown]".to_string(),
+            (None, None) => format!("[?] {}", flame::UNKNOWN),
         };
         *by_leaf.entry((record.comm.clone(), leaf)).or_default() += record.count;
     }
@@ -161,4 +161,219 @@ pub fn top_stacks(folded: &[(String, u64)], count_name: &str, rows: usize) -> St
         let _ = writeln!(out, "  {share:>6.2}%  {}", frames.join(" <- "));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kernel with the probe machinery's frames below the functions of a `read`.
+    const KALLSYMS: &[u8] = b"\
+ffffffff81000000 T kprobe_ftrace_handler\n\
+ffffffff81001000 T arch_ftrace_ops_list_func\n\
+ffffffff81002000 T bpf_trampoline_6442451234\n\
+ffffffff81010000 T vfs_read\n\
+ffffffff81011000 T ksys_read\n\
+ffffffff81012000 T do_syscall_64\n\
+ffffffffc0a01000 t ext4_file_read_iter\t[ext4]\n";
+
+    const KPROBE_HANDLER: u64 = 0xffffffff81000010;
+    const FTRACE_OPS: u64 = 0xffffffff81001020;
+    const TRAMPOLINE: u64 = 0xffffffff81002030;
+    const VFS_READ: u64 = 0xffffffff81010000;
+    const KSYS_READ: u64 = 0xffffffff81011040;
+    const SYSCALL: u64 = 0xffffffff81012050;
+    const EXT4_READ: u64 = 0xffffffffc0a01060;
+    /// Below every symbol: a frame kallsyms cannot name (`0xffffffff70000000`).
+    const UNNAMED: u64 = 0xffffffff70000000;
+
+    fn kernel() -> KernelSymbolizer {
+        KernelSymbolizer::from_kallsyms(KALLSYMS)
+    }
+
+    fn stack(func: u32, kernel: &[u64], total_ns: u64, count: u64) -> CollectedStack {
+        CollectedStack {
+            func,
+            tgid: 42,
+            comm: "cat".into(),
+            kernel: kernel.to_vec(),
+            user: vec![0x401000],
+            total_ns,
+            count,
+        }
+    }
+
+    fn kernel_frames(records: &[StackRecord]) -> Vec<Vec<u64>> {
+        records.iter().map(|r| r.kernel.clone()).collect()
+    }
+
+    #[test]
+    fn the_probed_function_becomes_the_leaf_when_it_is_on_the_stack() {
+        // fentry: the trampoline sits on top of the probed function's own frame.
+        let stacks = [stack(
+            0,
+            &[TRAMPOLINE, VFS_READ + 8, KSYS_READ, SYSCALL],
+            900,
+            3,
+        )];
+        let records = records_for(&stacks, 0, Some(("vfs_read", VFS_READ)), &kernel());
+        assert_eq!(
+            records,
+            [StackRecord {
+                kernel: vec![VFS_READ + 8, KSYS_READ, SYSCALL],
+                user: vec![0x401000],
+                comm: "cat".into(),
+                pid: 42,
+                total_ns: 900,
+                count: 3,
+            }]
+        );
+    }
+
+    #[test]
+    fn probe_frames_are_replaced_by_the_probed_function_when_it_is_not() {
+        // kprobe: the handlers are called before the probed function has a frame.
+        let stacks = [
+            stack(0, &[KPROBE_HANDLER, FTRACE_OPS, KSYS_READ, SYSCALL], 1, 1),
+            // An unnamed frame on top is the machinery too; one further down is kept.
+            stack(0, &[UNNAMED, KPROBE_HANDLER, KSYS_READ, UNNAMED], 1, 1),
+            // A stack that was lost: the probed function alone.
+            stack(0, &[], 1, 1),
+        ];
+        let records = records_for(&stacks, 0, Some(("vfs_read", VFS_READ)), &kernel());
+        assert_eq!(
+            kernel_frames(&records),
+            [
+                vec![VFS_READ, KSYS_READ, SYSCALL],
+                vec![VFS_READ, KSYS_READ, UNNAMED],
+                vec![VFS_READ],
+            ]
+        );
+    }
+
+    #[test]
+    fn records_are_those_of_one_function_and_untouched_without_a_leaf() {
+        let stacks = [
+            stack(0, &[KPROBE_HANDLER, VFS_READ], 10, 1),
+            stack(1, &[KPROBE_HANDLER, EXT4_READ, VFS_READ], 20, 2),
+            stack(1, &[EXT4_READ], 30, 3),
+        ];
+        let records = records_for(&stacks, 1, None, &kernel());
+        assert_eq!(
+            kernel_frames(&records),
+            [vec![KPROBE_HANDLER, EXT4_READ, VFS_READ], vec![EXT4_READ]]
+        );
+        assert_eq!(
+            records.iter().map(|r| r.total_ns).collect::<Vec<_>>(),
+            [20, 30]
+        );
+        assert!(records_for(&stacks, 2, None, &kernel()).is_empty());
+    }
+
+    #[test]
+    fn folding_names_kernel_frames_and_leaves_user_frames_unknown_without_user_stacks() {
+        let stacks = [
+            stack(0, &[TRAMPOLINE, VFS_READ, KSYS_READ, SYSCALL], 900, 3),
+            stack(0, &[KPROBE_HANDLER, KSYS_READ, SYSCALL], 100, 1),
+            // Entered straight from the syscall, and timed but with no call counted.
+            stack(0, &[KPROBE_HANDLER, SYSCALL], 50, 0),
+        ];
+        let kernel = kernel();
+        let records = records_for(&stacks, 0, Some(("vfs_read", VFS_READ)), &kernel);
+        let read = "cat;[unknown];do_syscall_64_[k];ksys_read_[k];vfs_read_[k]";
+        let direct = "cat;[unknown];do_syscall_64_[k];vfs_read_[k]";
+        assert_eq!(
+            fold(&records, Weight::LatencyNs, &kernel, false),
+            [(read.to_string(), 1_000), (direct.to_string(), 50)]
+        );
+        // By count, the stack of no calls draws nothing.
+        assert_eq!(
+            fold(&records, Weight::Count, &kernel, false),
+            [(read.to_string(), 4)]
+        );
+    }
+
+    fn record(comm: &str, kernel: &[u64], user: &[u64], count: u64) -> StackRecord {
+        StackRecord {
+            kernel: kernel.to_vec(),
+            user: user.to_vec(),
+            comm: comm.into(),
+            pid: 42,
+            total_ns: 0,
+            count,
+        }
+    }
+
+    #[test]
+    fn the_top_table_shares_calls_by_command_and_leaf() {
+        let records = [
+            record("cat", &[VFS_READ, SYSCALL], &[0x401000], 3),
+            record("dd", &[VFS_READ], &[], 2),
+            record("cat", &[VFS_READ + 4], &[], 2),
+            record("cat", &[KSYS_READ], &[], 1),
+            record("cat", &[], &[0x401000], 1),
+            record("dd", &[], &[], 1),
+        ];
+        assert_eq!(
+            top_table(&records, &kernel(), false, 10),
+            "overhead  command          symbol\n\
+             \x20 50.00%  cat              [k] vfs_read\n\
+             \x20 20.00%  dd               [k] vfs_read\n\
+             \x20 10.00%  cat              [.] 0x401000\n\
+             \x20 10.00%  cat              [k] ksys_read\n\
+             \x20 10.00%  dd               [?] [unknown]\n"
+        );
+        assert_eq!(
+            top_table(&records, &kernel(), false, 1),
+            "overhead  command          symbol\n\
+             \x20 50.00%  cat              [k] vfs_read\n"
+        );
+    }
+
+    #[test]
+    fn the_top_table_names_modules_and_survives_no_calls() {
+        let records = [record("cat", &[EXT4_READ], &[], 0)];
+        assert_eq!(
+            top_table(&records, &kernel(), false, 10),
+            "overhead  command          symbol\n\
+             \x20  0.00%  cat              [k] ext4_file_read_iter [ext4]\n"
+        );
+        assert_eq!(
+            top_table(&[], &kernel(), false, 10),
+            "overhead  command          symbol\n"
+        );
+    }
+
+    #[test]
+    fn top_stacks_show_the_heaviest_leaf_first_six_frames_deep() {
+        let folded = [
+            (
+                "cat;[unknown];do_syscall_64_[k];ksys_read_[k];vfs_read_[k]".to_string(),
+                600,
+            ),
+            (
+                "dd;a_[k];b_[k];c_[k];d_[k];e_[k];f_[k];g_[k]".to_string(),
+                200,
+            ),
+            ("b;x_[k]".to_string(), 100),
+            ("a;x_[k]".to_string(), 100),
+        ];
+        assert_eq!(
+            top_stacks(&folded, "ns", 10),
+            "top stacks by ns (leaf first):\n\
+             \x20  60.00%  vfs_read <- ksys_read <- do_syscall_64 <- [unknown] <- cat\n\
+             \x20  20.00%  g <- f <- e <- d <- c <- b\n\
+             \x20  10.00%  x <- a\n\
+             \x20  10.00%  x <- b\n"
+        );
+        assert_eq!(
+            top_stacks(&folded, "calls", 1),
+            "top stacks by calls (leaf first):\n\
+             \x20  60.00%  vfs_read <- ksys_read <- do_syscall_64 <- [unknown] <- cat\n"
+        );
+        assert_eq!(
+            top_stacks(&[("a;x_[k]".to_string(), 0)], "ns", 5),
+            "top stacks by ns (leaf first):\n\x20   0.00%  x <- a\n"
+        );
+    }
 }

@@ -113,6 +113,65 @@ pub fn render_function(f: &FunctionRecord) -> String {
         );
     }
     out.push_str(&render_histogram(f));
+    out.push_str(&render_callers(f));
+    out
+}
+
+/// Call sites most shown: the rest are summed in one row so a function with hundreds of
+/// callers stays readable (the JSON keeps every site).
+const CALLER_ROWS: usize = 20;
+
+/// The per-call-site table (call-site mode): calls, p50, p99 and share of the total time.
+fn render_callers(f: &FunctionRecord) -> String {
+    if f.callers.is_empty() {
+        return String::new();
+    }
+    let width = f
+        .callers
+        .iter()
+        .take(CALLER_ROWS)
+        .map(|c| c.site.len())
+        .max()
+        .unwrap_or(0)
+        .max("call site".len());
+    let share = |sum_ns: u64| {
+        if f.sum_ns > 0 {
+            100.0 * sum_ns as f64 / f.sum_ns as f64
+        } else {
+            0.0
+        }
+    };
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "  {:<width$}  {:>10}  {:>9}  {:>9}  {:>6}",
+        "call site", "calls", "p50", "p99", "time"
+    );
+    for caller in f.callers.iter().take(CALLER_ROWS) {
+        let _ = writeln!(
+            out,
+            "  {:<width$}  {:>10}  {:>9}  {:>9}  {:>5.1}%",
+            caller.site,
+            caller.count,
+            format_ns(caller.p50_ns as f64),
+            format_ns(caller.p99_ns as f64),
+            share(caller.sum_ns),
+        );
+    }
+    let rest = &f.callers[f.callers.len().min(CALLER_ROWS)..];
+    if !rest.is_empty() {
+        let calls: u64 = rest.iter().map(|c| c.count).sum();
+        let sum_ns: u64 = rest.iter().map(|c| c.sum_ns).sum();
+        let _ = writeln!(
+            out,
+            "  {:<width$}  {:>10}  {:>9}  {:>9}  {:>5.1}%",
+            format!("{} more sites", rest.len()),
+            calls,
+            "",
+            "",
+            share(sum_ns),
+        );
+    }
     out
 }
 
@@ -229,7 +288,7 @@ pub fn render_losses(losses: &Losses) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Histogram;
+    use crate::model::FunctionTotals;
 
     #[test]
     fn map_entries_line_names_both_maps_only_with_stacks() {
@@ -244,25 +303,8 @@ mod tests {
     }
 
     fn function() -> FunctionRecord {
-        let mut histogram = Histogram::new();
-        for v in [100u64, 110, 120, 130, 5_000, 2_000_000] {
-            histogram.record(v);
-        }
-        let sum: u64 = 2_005_460;
-        let sum_sq: u128 = [100u128, 110, 120, 130, 5_000, 2_000_000]
-            .iter()
-            .map(|v| v * v)
-            .sum();
-        FunctionRecord::from_aggregates(
-            "f".into(),
-            "f.isra.0".into(),
-            &histogram,
-            6,
-            sum,
-            sum_sq,
-            100,
-            2_000_000,
-        )
+        let totals = FunctionTotals::from_durations(&[100, 110, 120, 130, 5_000, 2_000_000]);
+        FunctionRecord::from_aggregates("f".into(), "f.isra.0".into(), &totals)
     }
 
     #[test]
@@ -276,6 +318,32 @@ mod tests {
             text.contains("|****************************************|"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn call_sites_get_a_row_each_and_the_rest_one_row() {
+        use crate::model::CallerRecord;
+        let mut f = function();
+        assert!(!render_function(&f).contains("call site"));
+        f.callers = (0..22)
+            .map(|i| CallerRecord {
+                site: format!("caller_{i}+0x{i:x}"),
+                count: 10,
+                sum_ns: f.sum_ns / 22,
+                p50_ns: 120,
+                p99_ns: 5_000,
+            })
+            .collect();
+        let text = render_function(&f);
+        let table: Vec<&str> = text
+            .lines()
+            .skip_while(|line| !line.contains("call site"))
+            .collect();
+        assert_eq!(table.len(), 1 + 20 + 1, "{text}");
+        assert!(table[1].starts_with("  caller_0+0x0 "), "{text}");
+        assert!(table[1].ends_with("  4.5%"), "{text}");
+        assert!(table[21].starts_with("  2 more sites "), "{text}");
+        assert!(table[21].contains(" 20 "), "{text}");
     }
 
     #[test]

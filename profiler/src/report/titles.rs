@@ -44,23 +44,14 @@ pub fn flamegraph_titles(recording: &Recording, weight: Weight) -> (String, Stri
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{FunctionRecord, Histogram, Losses, SCHEMA_VERSION};
+    use crate::model::{FunctionRecord, FunctionTotals, Losses, SCHEMA_VERSION};
 
     #[test]
     fn titles_name_every_function_and_the_width() {
-        let mut histogram = Histogram::new();
-        for _ in 0..3 {
-            histogram.record(1000);
-        }
         let function = FunctionRecord::from_aggregates(
             "vfs_read".into(),
             "vfs_read".into(),
-            &histogram,
-            3,
-            3000,
-            3_000_000,
-            1000,
-            1000,
+            &FunctionTotals::from_durations(&[1000; 3]),
         );
         let recording = Recording {
             schema_version: SCHEMA_VERSION,

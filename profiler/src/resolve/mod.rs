@@ -1,8 +1,10 @@
 //! Stage 1: turn what the user typed (`__audit_filter_op`, `copy_*_iter*`) into kernel
 //! functions that can really be probed, or a one-line reason why not.
 
+pub mod callsites;
 mod glob;
 mod kallsyms;
+pub mod kcore;
 mod tracefs;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -107,6 +109,11 @@ impl KernelFunctions {
             filter.as_deref(),
             blacklist.as_deref(),
         ))
+    }
+
+    /// Every symbol, as kallsyms lists them.
+    pub fn symbols(&self) -> &[KernelSymbol] {
+        &self.symbols
     }
 
     /// Whether kallsyms shows real addresses (root, or kptr_restrict off).

@@ -69,11 +69,12 @@ struct EpollChain {
 impl EpollChain {
     fn build(depth: usize) -> Result<Self, Error> {
         // Counter 1 makes the eventfd readable for good: nothing reads it.
-        // SAFETY: plain eventfd(2) call; the result is checked.
+        // SAFETY: eventfd(2) takes only integers and touches no memory; the result is checked.
         let eventfd = owned(unsafe { libc::eventfd(1, libc::EFD_CLOEXEC) }, "eventfd")?;
         let mut epolls: Vec<OwnedFd> = Vec::with_capacity(depth);
         for level in 1..=depth {
-            // SAFETY: plain epoll_create1(2) call; the result is checked.
+            // SAFETY: epoll_create1(2) takes only flags and touches no memory; the result is
+            // checked.
             let epoll = owned(
                 unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) },
                 "epoll_create1",

@@ -162,7 +162,7 @@ mod tests {
     use std::io::{Read as _, Write as _};
 
     use super::*;
-    use crate::model::{FunctionRecord, Histogram, Losses, SCHEMA_VERSION};
+    use crate::model::{FunctionRecord, FunctionTotals, Losses, SCHEMA_VERSION};
 
     const PROMETHEUS_2_ACCEPT: &str = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
 
@@ -202,21 +202,13 @@ mod tests {
     }
 
     fn recording(count: u64) -> Recording {
-        let mut histogram = Histogram::new();
-        for v in 0..count {
-            histogram.record(100 + v);
-        }
-        let sum = (0..count).map(|v| 100 + v).sum();
-        let function = FunctionRecord::from_aggregates(
-            "getpid".into(),
-            "sys_enter_getpid".into(),
-            &histogram,
-            count,
-            sum,
-            0,
-            100,
-            100 + count - 1,
-        );
+        let durations: Vec<u64> = (100..100 + count).collect();
+        let totals = FunctionTotals {
+            sum_sq_ns2: 0,
+            ..FunctionTotals::from_durations(&durations)
+        };
+        let function =
+            FunctionRecord::from_aggregates("getpid".into(), "sys_enter_getpid".into(), &totals);
         Recording {
             schema_version: SCHEMA_VERSION,
             tool: "hotprof test".into(),

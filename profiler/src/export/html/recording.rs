@@ -1,0 +1,188 @@
+//! The page of one recording ([`render_recording`]): run metadata, the percentile table, a
+//! latency chart per function, losses, per-run figures and the embedded flamegraph.
+
+use std::fmt::Write as _;
+
+use super::flamegraph::flamegraph_section;
+use super::{
+    BASE_COLOR, losses_table, meta_rows, ns, page, shell_words, stat_cells, stat_header_cells,
+};
+use crate::export::chart::{self, Series};
+use crate::export::escape::escape;
+use crate::model::Recording;
+
+/// Renders one recording: run metadata, the percentile table, each function's latency
+/// histogram, losses, per-run figures (with `--runs`), and the flamegraph when given.
+///
+/// `flamegraph` is an SVG document (as inferno writes it). It is embedded as
+/// `<iframe src="data:image/svg+xml;base64,…">` rather than pasted inline: inline SVG goes
+/// through the HTML parser, which does not process the XML namespaces of inferno's `fg:`
+/// attributes, and inferno's click-to-zoom/search script finds its elements page-wide
+/// (`getElementsByTagName("svg")[0]`, ids like `details`), so it would grab this page's
+/// charts. In its own document it works exactly as the standalone file does; a `data:`
+/// document has an opaque origin, so its script cannot reach this page either. (No
+/// `sandbox` attribute: Chromium renders sandboxed frames in a separate process, which makes
+/// headless screenshots race the frame, and the opaque origin already isolates it.)
+///
+/// An SVG that refers to external resources (`href="https://…"`, `url(http…)`, `@import`)
+/// is not embedded — the page would no longer be self-contained — and a note says so.
+pub fn render_recording(recording: &Recording, flamegraph: Option<&[u8]>) -> String {
+    let title = if recording.command.is_empty() {
+        format!("hotprof: {} on {}", recording.mode, recording.kernel)
+    } else {
+        format!("hotprof: {}", shell_words(&recording.command))
+    };
+    let mut body = String::new();
+    let _ = write!(
+        body,
+        "<h1>{}</h1>\n<p class=\"sub\">Per-call latency of kernel functions, measured in the kernel with eBPF.</p>\n",
+        escape(&title)
+    );
+
+    body.push_str("<h2>Run</h2>\n<table class=\"meta\">");
+    for (key, value) in meta_rows(recording) {
+        let _ = write!(
+            body,
+            "<tr><th>{key}</th><td class=\"code\">{}</td></tr>",
+            escape(&value)
+        );
+    }
+    body.push_str("</table>\n");
+
+    body.push_str("<h2>Latency per function</h2>\n<div class=\"scroll\"><table class=\"stats\"><tr><th>function</th>");
+    body.push_str(&stat_header_cells());
+    body.push_str("</tr>");
+    for function in &recording.functions {
+        let _ = write!(body, "<tr><td class=\"fn\">{}", escape(&function.name));
+        if function.symbol != function.name && !function.symbol.is_empty() {
+            let _ = write!(body, "<br><small>{}</small>", escape(&function.symbol));
+        }
+        let _ = write!(body, "</td>{}</tr>", stat_cells(function));
+    }
+    body.push_str("</table></div>\n");
+    if recording.functions.iter().any(|f| f.below_min_latency > 0) {
+        body.push_str("<p class=\"note\">Calls faster than <code>--min-latency</code> are counted but not in the table or the histograms:");
+        for function in recording
+            .functions
+            .iter()
+            .filter(|f| f.below_min_latency > 0)
+        {
+            let _ = write!(
+                body,
+                " <code>{}</code> {};",
+                escape(&function.name),
+                function.below_min_latency
+            );
+        }
+        body.push_str("</p>\n");
+    }
+
+    body.push_str("<h2>Latency distributions</h2>\n<p class=\"note\">Log-scaled latency axis; each bar's area is its share of the calls. Dashed lines: p50, p99, max.</p>\n");
+    for function in &recording.functions {
+        let label = format!("{} calls", function.count);
+        let markers = if function.count > 0 {
+            vec![
+                ("p50", function.p50_ns),
+                ("p99", function.p99_ns),
+                ("max", function.max_ns),
+            ]
+        } else {
+            Vec::new()
+        };
+        let series = [Series {
+            label: &label,
+            color: BASE_COLOR,
+            buckets: &function.buckets,
+            markers,
+        }];
+        let _ = write!(
+            body,
+            "<h3>{}</h3>\n{}\n",
+            escape(&function.name),
+            chart::histogram_svg(
+                &format!("Latency distribution of {}", function.name),
+                &series
+            )
+        );
+    }
+
+    body.push_str("<h2>Losses</h2>\n<p class=\"note\">Everything the probes could not time (see docs/json-schema.md).</p>\n");
+    body.push_str(&losses_table(&[("calls", recording)]));
+    body.push('\n');
+
+    if !recording.runs.is_empty() {
+        body.push_str("<h2>Runs</h2>\n<div class=\"scroll\"><table class=\"runs\"><tr><th class=\"num\">run</th><th class=\"num\">duration</th><th class=\"num\">exit</th>");
+        for function in &recording.functions {
+            let _ = write!(
+                body,
+                "<th class=\"num\">{} p50</th>",
+                escape(&function.name)
+            );
+        }
+        body.push_str("<th>workload metrics</th></tr>");
+        for (i, run) in recording.runs.iter().enumerate() {
+            let _ = write!(
+                body,
+                "<tr><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>",
+                i + 1,
+                ns(run.duration_ns as f64),
+                run.exit_code
+            );
+            for function in &run.functions {
+                let _ = write!(
+                    body,
+                    "<td class=\"num\">{}</td>",
+                    ns(function.p50_ns as f64)
+                );
+            }
+            let metrics: Vec<String> = run
+                .workload_metrics
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            let _ = write!(
+                body,
+                "<td class=\"code\">{}</td></tr>",
+                escape(&metrics.join(" "))
+            );
+        }
+        body.push_str("</table></div>\n");
+    }
+
+    if let Some(svg) = flamegraph {
+        body.push_str("<h2>Flamegraph</h2>\n");
+        body.push_str(&flamegraph_section(svg));
+    }
+    page(&title, &body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::export::html::tests::recording;
+
+    #[test]
+    fn recording_page_has_table_chart_and_losses() {
+        let values: Vec<u64> = (1..2_000).map(|i| 500 + i * 3).collect();
+        let html = render_recording(&recording("vfs_read", &values), None);
+        for needle in [
+            "<table class=\"stats\">",
+            "<svg class=\"chart\"",
+            "orphaned_frames",
+            "p99.9",
+            "kprobe",
+            "120 ns per call",
+        ] {
+            assert!(html.contains(needle), "missing {needle}");
+        }
+        assert!(!html.contains("Flamegraph"));
+    }
+
+    #[test]
+    fn flamegraph_is_embedded_as_a_data_url_sized_to_the_svg() {
+        let svg = br#"<?xml version="1.0"?><!DOCTYPE svg PUBLIC "-//W3C//DTD SVG 1.1//EN" "http://www.w3.org/Graphics/SVG/1.1/DTD/svg11.dtd"><svg version="1.1" width="1200" height="342" xmlns="http://www.w3.org/2000/svg" xmlns:fg="http://github.com/jonhoo/inferno"><rect/></svg>"#;
+        let html = render_recording(&recording("f", &[1]), Some(svg));
+        assert!(html.contains("style=\"height:342px\" src=\"data:image/svg+xml;base64,"));
+        assert!(!html.contains("http://") && !html.contains("https://"));
+    }
+}
