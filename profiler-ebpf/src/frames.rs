@@ -233,6 +233,18 @@ pub(crate) enum ReturnOf {
     /// The frame whose entry stack pointer is this (kretprobe: one exact frame, even when
     /// the returns of frames above it were missed).
     EntrySp(u64),
+    /// The frame a call site opened with this stack pointer (call-site mode: the pointer is
+    /// the same at the `call` and at the instruction after it). That instruction can also be
+    /// reached by a jump, without the call: finding no frame is then not a loss.
+    CallSite(u64),
+}
+
+impl ReturnOf {
+    /// Whether a return that finds no frame of its own is a loss to count.
+    #[inline(always)]
+    fn unmatched_is_loss(self) -> bool {
+        !matches!(self, ReturnOf::CallSite(_))
+    }
 }
 
 /// Closes the frame matched by `which` on the current task and records its duration.
@@ -241,7 +253,7 @@ pub(crate) fn leave(which: ReturnOf) {
     let now = now_ns();
     let Some(task) = store::current() else {
         // Filtered-out tasks never have frames; only a wanted task's return is "unmatched".
-        if wanted(bpf_get_current_pid_tgid()) {
+        if which.unmatched_is_loss() && wanted(bpf_get_current_pid_tgid()) {
             count(Counter::UnmatchedReturn, 1);
         }
         return;
@@ -257,14 +269,16 @@ pub(crate) fn leave(which: ReturnOf) {
         let frame = &task.frames[index];
         let matches = match which {
             ReturnOf::Func(func) => frame.func == func,
-            ReturnOf::EntrySp(sp) => frame.entry_sp == sp,
+            ReturnOf::EntrySp(sp) | ReturnOf::CallSite(sp) => frame.entry_sp == sp,
         };
         if index < depth && matches {
             found = index;
         }
     }
     if found >= MAX_DEPTH {
-        count(Counter::UnmatchedReturn, 1);
+        if which.unmatched_is_loss() {
+            count(Counter::UnmatchedReturn, 1);
+        }
         return;
     }
     let orphans = depth - 1 - found;

@@ -89,6 +89,17 @@ pub fn kretprobe_exit(ctx: RetProbeContext) -> u32 {
     0
 }
 
+/// kprobe on the instruction after a `call F` (call-site mode; the `call` itself has a
+/// `kprobe_N` of the site's slot): the return of the frame its own call opened, which had the
+/// same stack pointer. One program for every site. Minimum kernel 4.17.
+#[kprobe]
+pub fn callsite_return(ctx: ProbeContext) -> u32 {
+    // SAFETY: as in `kprobe_enter`: the pt_regs the kernel passed to this kprobe.
+    let sp = unsafe { (*ctx.regs).rsp };
+    leave(ReturnOf::CallSite(sp));
+    0
+}
+
 /// One fentry/fexit pair per function slot: fentry programs are bound to one target at load
 /// time, so the slot number *is* the function id. Minimum kernel 5.5, BTF required.
 macro_rules! fentry_slots {

@@ -16,6 +16,8 @@ use profiler_common::names;
 
 use crate::attach::{self, AttachError, AttachedMode, Mode, ProbeConfig};
 use crate::model::TaskStore;
+use crate::resolve::callsites::{self, CallSite, CallSiteError};
+use crate::resolve::kcore::Kcore;
 use crate::resolve::{KernelFunctions, Target};
 
 const CALLS_PER_ROUND: u32 = 2_000;
@@ -58,6 +60,8 @@ pub enum CalibrationError {
     NoKallsyms,
     #[error("no getpid function to calibrate on")]
     NoTarget,
+    #[error("{0}")]
+    CallSites(#[source] CallSiteError),
     #[error("{}", .0.message())]
     Attach(#[source] AttachError),
     #[error("TGIDS missing")]
@@ -68,6 +72,21 @@ pub enum CalibrationError {
     Snapshot(#[source] anyhow::Error),
     #[error("calibration probe counted {counted} of {expected} calls")]
     Undercounted { counted: u64, expected: u64 },
+}
+
+/// A call on the getpid path, to time a call-site probe pair on: the first direct call of the
+/// first ftrace-able function there (the syscall's own functions are notrace on Debian's
+/// kernels; `__task_pid_nr_ns`, which every getpid calls, is not).
+fn getpid_call_site(kernel: &KernelFunctions) -> Result<CallSite, CalibrationError> {
+    let kcore = Kcore::open().map_err(|e| CalibrationError::CallSites(e.into()))?;
+    for function in ["__x64_sys_getpid", "__do_sys_getpid", "__task_pid_nr_ns"] {
+        if let Some(site) = callsites::first_call(kernel, &kcore, function)
+            .map_err(CalibrationError::CallSites)?
+        {
+            return Ok(site);
+        }
+    }
+    Err(CalibrationError::NoTarget)
 }
 
 /// Measures the per-call overhead of `mode` with the object whose per-task state is in
@@ -86,6 +105,17 @@ pub fn measure(
     let mut ebpf = attach::load_object(&config, store).map_err(CalibrationError::Load)?;
     let mut links = attach::KprobeLinks::default();
     match mode {
+        AttachedMode::Callsite => {
+            let kernel = kernel.ok_or(CalibrationError::NoKallsyms)?;
+            let site = getpid_call_site(kernel)?;
+            links = attach::attach_call_sites(
+                &mut ebpf,
+                std::slice::from_ref(&site),
+                0,
+                &mut crate::progress::Progress::quiet(),
+            )
+            .map_err(CalibrationError::Attach)?;
+        }
         AttachedMode::Syscall => {
             let tracefs = crate::resolve::tracefs_root().ok_or(CalibrationError::NoTracefs)?;
             attach::attach_syscalls(&mut ebpf, &["getpid".to_string()], &tracefs)

@@ -18,6 +18,8 @@ use crate::model::{
     CallerRecord, FunctionRecord, FunctionTotals, Recording, SCHEMA_VERSION, TaskStore,
 };
 use crate::progress::Progress;
+use crate::resolve::callsites::{CallSite, KernelCode};
+use crate::resolve::kcore::Kcore;
 use crate::resolve::{self, KernelFunctions};
 use crate::workload::Workload;
 
@@ -36,6 +38,8 @@ pub struct ProbeSpec {
     pub min_latency: Option<Duration>,
     /// Measure the probes' own cost per call at start-up.
     pub calibrate: bool,
+    /// Only call sites in callers matching this glob (call-site mode).
+    pub callers: Option<String>,
     pub filter: FilterSpec,
 }
 
@@ -180,43 +184,48 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
     let probe = &spec.probe;
     let tracefs = resolve::tracefs_root();
 
-    let mut targets = Vec::new();
     let mut kernel = None;
+    let mut targets = Vec::new();
+    let mut sites = Vec::new();
     let probed: Vec<Probed> = if !probe.functions.is_empty() {
         let functions =
             kernel.insert(KernelFunctions::from_system().context("cannot read /proc/kallsyms")?);
-        let btf = aya::Btf::from_sys_fs().ok();
-        let in_btf = |name: &str| {
-            btf.as_ref().is_some_and(|b| {
-                b.id_by_type_name_kind(name, aya_obj::btf::BtfKind::Func)
-                    .is_ok()
-            })
-        };
-        let mut names = Vec::new();
-        for requested in &probe.functions {
-            for target in functions.resolve(requested, &in_btf)? {
-                if let Some(note) = &target.note {
-                    eprintln!("hotprof: note: {note}");
-                }
-                if !targets
-                    .iter()
-                    .any(|t: &resolve::Target| t.symbol == target.symbol)
-                {
-                    let name = if resolve::is_glob(requested) {
-                        target.symbol.clone()
-                    } else {
-                        requested.clone()
-                    };
-                    names.push(Probed {
-                        name,
+        let requested = resolve_functions(functions, &probe.functions)?;
+        let (at_sites, at_entry): (Vec<_>, Vec<_>) = requested
+            .into_iter()
+            .partition(|(_, target)| at_call_sites(probe.mode, target));
+        if probe.callers.is_some() && at_sites.is_empty() {
+            bail!(
+                "--callers applies to functions timed at their call sites (--mode callsite, or \
+                 a notrace function in auto mode)"
+            );
+        }
+        let mut probed = Vec::new();
+        for (name, target) in at_entry {
+            probed.push(Probed {
+                name,
+                symbol: target.symbol.clone(),
+                site: None,
+            });
+            targets.push(target);
+        }
+        if !at_sites.is_empty() {
+            let code = KernelCode::read(functions, &Kcore::open()?)?;
+            for (name, target) in at_sites {
+                let found = covered_sites(&code, &target, probe)?;
+                for site in found {
+                    probed.push(Probed {
+                        name: name.clone(),
                         symbol: target.symbol.clone(),
-                        site: None,
+                        site: Some(site.label()),
                     });
-                    targets.push(target);
+                    // Each site's slot has the function as its target (the stacks' leaf).
+                    targets.push(target.clone());
+                    sites.push(site);
                 }
             }
         }
-        names
+        probed
     } else {
         if tracefs.is_none() {
             bail!("--syscall needs tracefs (mount -t tracefs tracefs /sys/kernel/tracing)");
@@ -260,6 +269,7 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
         task_store,
     } = load(&config)?;
     let mut links = attach::KprobeLinks::default();
+    let entries = targets.len() - sites.len();
     let mode = if targets.is_empty() {
         attach::attach_syscalls(
             &mut ebpf,
@@ -275,17 +285,30 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
             }
             .into());
         }
-        if let Err(err) = attach::raise_fd_limit(targets.len()) {
+        if let Err(err) = attach::raise_fd_limit(entries + 2 * sites.len()) {
             eprintln!("hotprof: note: could not raise the open-file limit: {err}");
         }
         let mut progress = Progress::stderr();
-        let attached = attach::attach_functions(&mut ebpf, &targets, probe.mode, &mut progress)?;
-        progress.clear();
-        for note in attached.notes {
-            eprintln!("hotprof: note: {note}");
+        let mut mode = AttachedMode::Callsite;
+        if entries > 0 {
+            let attached = attach::attach_functions(
+                &mut ebpf,
+                &targets[..entries],
+                probe.mode,
+                &mut progress,
+            )?;
+            for note in attached.notes {
+                eprintln!("hotprof: note: {note}");
+            }
+            links = attached.links;
+            mode = attached.mode;
         }
-        links = attached.links;
-        attached.mode
+        if !sites.is_empty() {
+            let at_sites = attach::attach_call_sites(&mut ebpf, &sites, entries, &mut progress)?;
+            links.extend(at_sites);
+        }
+        progress.clear();
+        mode
     };
     attach::attach_tracking(&mut ebpf, task_store, spec.off_cpu, follow)?;
     let overhead = if probe.calibrate {
@@ -308,6 +331,88 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
         task_store,
         overhead,
     })
+}
+
+/// Resolves every `--fn` argument: what the user called each target, and the target, each
+/// symbol once.
+fn resolve_functions(
+    functions: &KernelFunctions,
+    requested: &[String],
+) -> anyhow::Result<Vec<(String, resolve::Target)>> {
+    let btf = aya::Btf::from_sys_fs().ok();
+    let in_btf = |name: &str| {
+        btf.as_ref().is_some_and(|b| {
+            b.id_by_type_name_kind(name, aya_obj::btf::BtfKind::Func)
+                .is_ok()
+        })
+    };
+    let mut resolved: Vec<(String, resolve::Target)> = Vec::new();
+    for request in requested {
+        for target in functions.resolve(request, &in_btf)? {
+            if let Some(note) = &target.note {
+                eprintln!("hotprof: note: {note}");
+            }
+            if resolved.iter().any(|(_, t)| t.symbol == target.symbol) {
+                continue;
+            }
+            let name = if resolve::is_glob(request) {
+                target.symbol.clone()
+            } else {
+                request.clone()
+            };
+            resolved.push((name, target));
+        }
+    }
+    Ok(resolved)
+}
+
+/// Whether `target` is timed at its call sites: always in call-site mode; in auto mode when
+/// it has no ftrace location, where the kernel refuses both fentry and kprobes inside it.
+fn at_call_sites(mode: Mode, target: &resolve::Target) -> bool {
+    match mode {
+        Mode::Callsite => true,
+        Mode::Auto => target.traceable == Some(false),
+        Mode::Fentry | Mode::Kprobe => false,
+    }
+}
+
+/// The sites of `target` that can be timed (a note says how many of all), or one line saying
+/// why there are none.
+fn covered_sites(
+    code: &KernelCode,
+    target: &resolve::Target,
+    probe: &ProbeSpec,
+) -> anyhow::Result<Vec<CallSite>> {
+    let function = &target.symbol;
+    let sites = code.call_sites(target.address, probe.callers.as_deref());
+    if sites.covered.is_empty() {
+        let all = code.call_sites(target.address, None);
+        match &probe.callers {
+            Some(glob) if !all.covered.is_empty() => bail!(
+                "--callers '{glob}' matches no caller of {function} (it has {} call sites in {} \
+                 callers; `hotprof list {function}` counts them)",
+                all.covered.len(),
+                all.callers()
+            ),
+            _ if all.covered.is_empty() && all.skipped.is_empty() => bail!(
+                "{function} has no direct callers in the kernel's code: nothing to time at call \
+                 sites (it is called through function pointers only, or not at all)"
+            ),
+            _ => bail!("no call site of {function} can be timed: {}", all.summary()),
+        }
+    }
+    let why = if probe.mode == Mode::Callsite {
+        String::new()
+    } else {
+        " has no ftrace location (notrace), so fentry and kprobes inside it are refused:".into()
+    };
+    eprintln!(
+        "hotprof: note: {function}{why} timing it at its call sites ({} in {} callers): {}",
+        sites.covered.len(),
+        sites.callers(),
+        sites.summary()
+    );
+    Ok(sites.covered)
 }
 
 /// Tells the probes which processes to follow (the `TGIDS` map; their children are added by
@@ -484,7 +589,7 @@ impl Session<'_> {
             schema_version: SCHEMA_VERSION,
             tool: format!("hotprof {}", env!("CARGO_PKG_VERSION")),
             kernel: crate::kernel_release(),
-            mode: self.mode.as_str().into(),
+            mode: self.mode_label(),
             task_store: Some(self.task_store),
             duration_ns: elapsed.as_nanos() as u64,
             command: self.command.to_vec(),
@@ -493,6 +598,38 @@ impl Session<'_> {
             probe_overhead_ns: self.overhead,
             runs: Vec::new(),
             intervals: Vec::new(),
+        }
+    }
+
+    /// What is attached, for the line saying the run has started:
+    /// `2 function(s) attached (fentry+callsite mode, 3 call sites)`.
+    pub fn attached(&self) -> String {
+        let mut symbols: Vec<&str> = self.probed.iter().map(|p| p.symbol.as_str()).collect();
+        symbols.dedup();
+        let what = if self.mode == AttachedMode::Syscall {
+            "syscall(s)"
+        } else {
+            "function(s)"
+        };
+        let sites = match self.probed.iter().filter(|p| p.site.is_some()).count() {
+            0 => String::new(),
+            sites => format!(", {sites} call sites"),
+        };
+        format!(
+            "{} {what} attached ({} mode{sites})",
+            symbols.len(),
+            self.mode_label()
+        )
+    }
+
+    /// The mode as the report names it: `fentry+callsite` when some functions are timed at
+    /// their entry and others at their call sites.
+    pub fn mode_label(&self) -> String {
+        let sites = self.probed.iter().any(|p| p.site.is_some());
+        if sites && self.mode != AttachedMode::Callsite {
+            format!("{}+callsite", self.mode.as_str())
+        } else {
+            self.mode.as_str().to_owned()
         }
     }
 

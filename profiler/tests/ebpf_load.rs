@@ -29,7 +29,8 @@ fn load_store(store: TaskStore) -> Ebpf {
 fn load_every_program(store: TaskStore) -> Vec<String> {
     let mut ebpf = load_store(store);
     let mut loaded = Vec::new();
-    let kprobes = ["kprobe_entry".to_string(), "kretprobe_exit".to_string()]
+    let kprobes = ["kprobe_entry", "kretprobe_exit", "callsite_return"]
+        .map(str::to_string)
         .into_iter()
         .chain((0..KPROBE_SLOTS).map(|slot| format!("kprobe_{slot}")));
     for name in kprobes {
@@ -94,7 +95,7 @@ fn every_program_of_the_task_storage_object_passes_the_verifier() {
     let loaded = load_every_program(TaskStore::TaskStorage);
     assert_eq!(
         loaded.len(),
-        6 + KPROBE_SLOTS as usize + 2 * SYSCALL_SLOTS as usize
+        7 + KPROBE_SLOTS as usize + 2 * SYSCALL_SLOTS as usize
     );
 }
 
@@ -104,7 +105,7 @@ fn every_program_of_the_hash_map_object_passes_the_verifier() {
     let loaded = load_every_program(TaskStore::HashMap);
     assert_eq!(
         loaded.len(),
-        7 + KPROBE_SLOTS as usize + 2 * SYSCALL_SLOTS as usize
+        8 + KPROBE_SLOTS as usize + 2 * SYSCALL_SLOTS as usize
     );
 }
 

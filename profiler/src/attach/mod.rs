@@ -4,6 +4,7 @@
 //! they are detached when hotprof exits for any reason, SIGKILL included, and nothing is
 //! pinned.
 
+mod callsite;
 mod fd_limit;
 mod format;
 mod loader;
@@ -11,6 +12,7 @@ mod misses;
 mod mode;
 mod privileges;
 
+pub use callsite::attach_call_sites;
 pub use fd_limit::raise_fd_limit;
 pub use format::{FormatError, TracepointOffsets, field_offset};
 pub use loader::{EbpfLoadError, Loaded, ProbeConfig, load, load_object};

@@ -29,6 +29,9 @@ pub enum Mode {
     Fentry,
     /// kprobe/kretprobe only (4.17+; more than 64 functions: 5.15+).
     Kprobe,
+    /// kprobes on each `call F` and the instruction after it (4.17+): for functions without
+    /// an ftrace location, which refuse kprobes inside themselves.
+    Callsite,
 }
 
 /// The mechanism actually in use.
@@ -37,6 +40,8 @@ pub enum AttachedMode {
     Fentry,
     Kprobe,
     Syscall,
+    /// Every function at its call sites.
+    Callsite,
 }
 
 impl AttachedMode {
@@ -45,6 +50,7 @@ impl AttachedMode {
             Self::Fentry => "fentry",
             Self::Kprobe => "kprobe",
             Self::Syscall => "syscall",
+            Self::Callsite => "callsite",
         }
     }
 }
@@ -91,6 +97,17 @@ pub enum AttachError {
          ({requested} requested)"
     )]
     TooManyForKprobe { release: String, requested: usize },
+    #[error(
+        "call-site mode times at most {KPROBE_SLOTS} call sites and functions per run \
+         ({requested} requested): narrow the sites with --callers GLOB"
+    )]
+    TooManyCallSites { requested: usize },
+    #[error("kprobe cannot attach at {site}")]
+    CallSite {
+        site: String,
+        #[source]
+        reason: Reason,
+    },
     #[error("at most {SYSCALL_SLOTS} syscalls per run ({requested} requested)")]
     TooManySyscalls { requested: usize },
     #[error("unknown syscall '{name}': no tracepoint syscalls/sys_enter_{name}{}", crate::resolve::did_you_mean(.suggestions))]
@@ -146,7 +163,7 @@ impl Reason {
     }
 
     /// `error`, worded by `describe` (usually [`one_line`]).
-    fn of<E>(error: E, describe: impl FnOnce(&E) -> String) -> Self
+    pub(super) fn of<E>(error: E, describe: impl FnOnce(&E) -> String) -> Self
     where
         E: std::error::Error + Send + Sync + 'static,
     {
@@ -180,7 +197,14 @@ pub fn kprobes_available() -> bool {
 /// period; one after another, 2000 of them took 2.5 minutes in a TCG guest, while closes on
 /// several threads share their grace periods. Keep it alive as long as the probes should be.
 #[derive(Default)]
-pub struct KprobeLinks(Vec<KProbeLink>);
+pub struct KprobeLinks(pub(super) Vec<KProbeLink>);
+
+impl KprobeLinks {
+    /// Takes `other`'s links into these.
+    pub fn extend(&mut self, mut other: KprobeLinks) {
+        self.0.append(&mut other.0);
+    }
+}
 
 impl Drop for KprobeLinks {
     fn drop(&mut self) {
@@ -231,7 +255,9 @@ pub fn attach_functions(
             attach_fentry(ebpf, targets, progress)?;
             Ok(fentry(notes))
         }
-        Mode::Kprobe => {
+        // Call sites are attached on their own (`attach_call_sites`); a function given here
+        // is timed at its entry.
+        Mode::Kprobe | Mode::Callsite => {
             let links = attach_kprobes(ebpf, targets, progress)?;
             Ok(kprobe(notes, links))
         }
@@ -460,7 +486,7 @@ fn refuses_func_ip(verifier_log: &str) -> bool {
 }
 
 /// Loads the kprobe (or kretprobe) program `name` of hotprof's object into the kernel.
-fn load_kprobe<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut KProbe, AttachError> {
+pub(super) fn load_kprobe<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut KProbe, AttachError> {
     let program: &mut KProbe = program(ebpf, name)?;
     program.load().map_err(|e| {
         AttachError::Internal(Reason::of(e, |e| {
@@ -471,7 +497,7 @@ fn load_kprobe<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut KProbe, Att
 }
 
 /// A link just attached, taken out of its program (only fails on an unknown id: a bug).
-fn take(link: Result<KProbeLink, aya::programs::ProgramError>) -> Result<KProbeLink, AttachError> {
+pub(super) fn take(link: Result<KProbeLink, aya::programs::ProgramError>) -> Result<KProbeLink, AttachError> {
     link.map_err(|e| {
         AttachError::Internal(Reason::of(e, |e| {
             format!("taking a kprobe link: {}", one_line(e))
@@ -480,7 +506,7 @@ fn take(link: Result<KProbeLink, aya::programs::ProgramError>) -> Result<KProbeL
 }
 
 /// Why the kernel refused a kprobe, with what EINVAL means there.
-fn kprobe_refusal(error: &dyn std::error::Error) -> String {
+pub(super) fn kprobe_refusal(error: &dyn std::error::Error) -> String {
     let text = one_line(error);
     if text.contains("os error 22") {
         format!(

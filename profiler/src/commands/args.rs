@@ -37,6 +37,11 @@ pub struct ProbeArgs {
     #[arg(long)]
     pub no_calibrate: bool,
 
+    /// Call-site mode: only the call sites in callers matching this glob (`_copy_to_user`
+    /// has hundreds).
+    #[arg(long, value_name = "GLOB")]
+    pub callers: Option<String>,
+
     #[command(flatten)]
     pub filter: FilterArgs,
 }
@@ -50,6 +55,9 @@ pub enum ModeArg {
     Fentry,
     /// kprobe/kretprobe only (4.17+; more than 64 functions: 5.15+).
     Kprobe,
+    /// kprobes on each `call FUNC` and the instruction after it, in ftrace-able callers: for
+    /// functions without an ftrace location (auto mode picks it for those).
+    Callsite,
 }
 
 impl From<ModeArg> for Mode {
@@ -58,6 +66,7 @@ impl From<ModeArg> for Mode {
             ModeArg::Auto => Mode::Auto,
             ModeArg::Fentry => Mode::Fentry,
             ModeArg::Kprobe => Mode::Kprobe,
+            ModeArg::Callsite => Mode::Callsite,
         }
     }
 }
@@ -89,6 +98,7 @@ impl ProbeArgs {
             mode: self.mode.into(),
             min_latency: self.min_latency,
             calibrate: !self.no_calibrate,
+            callers: self.callers.clone(),
             filter: self.filter.to_spec(),
         }
     }

@@ -10,7 +10,7 @@ use clap::Args;
 use profiler_common::StackCapture;
 
 use super::args::{DEFAULT_STACK_MAP_SIZE, ProbeArgs};
-use crate::attach::{self, AttachedMode};
+use crate::attach;
 use crate::collect::{self, Snapshot};
 use crate::model::{IntervalFunction, IntervalRecord, Recording, RunRecord};
 use crate::progress::Progress;
@@ -288,7 +288,9 @@ fn write_stacks(
         StackWeight::Count => Weight::Count,
     };
     let mut records = Vec::new();
-    for id in 0..recording.functions.len() {
+    // One slot per function, syscall or call site (each site of a function has its own).
+    let slots = targets.len().max(recording.functions.len());
+    for id in 0..slots {
         let leaf = targets.get(id).map(|t| (t.symbol.as_str(), t.address));
         records.extend(out::records_for(stacks, id as u32, leaf, &kernel));
     }
@@ -390,14 +392,8 @@ async fn measure(
     let started = Instant::now();
     workload.release()?;
     eprintln!(
-        "hotprof: {} {} attached ({} mode){}",
-        session.probed.len(),
-        if session.mode == AttachedMode::Syscall {
-            "syscall(s)"
-        } else {
-            "function(s)"
-        },
-        session.mode.as_str(),
+        "hotprof: {}{}",
+        session.attached(),
         match (workload.is_some(), args.duration) {
             (true, _) => format!(", running: {}", args.command.join(" ")),
             (false, Some(d)) => format!(", for {}", crate::units::format_ns(d.as_nanos() as f64)),

@@ -288,6 +288,35 @@ impl KernelCode {
     }
 }
 
+/// The first direct `call` in `function` (any callee), if ftrace can trace `function`: where
+/// the call-site probes' own cost can be measured (calibration).
+pub fn first_call(
+    kernel: &KernelFunctions,
+    kcore: &Kcore,
+    function: &str,
+) -> Result<Option<CallSite>, CallSiteError> {
+    if !kernel.addresses_visible() {
+        return Err(CallSiteError::NoAddresses);
+    }
+    let functions = functions_by_address(kernel);
+    let Some(function) = functions
+        .iter()
+        .find(|f| f.name == function && f.traceable)
+    else {
+        return Ok(None);
+    };
+    let code = kcore.read(function.start, (function.end - function.start) as usize)?;
+    let decoder = Decoder::with_ip(64, &code, function.start, DecoderOptions::NONE);
+    Ok(decoder
+        .into_iter()
+        .find(|i| i.flow_control() == FlowControl::Call && i.near_branch_target() != 0)
+        .map(|call| CallSite {
+            caller: function.name.clone(),
+            offset: call.ip() - function.start,
+            return_offset: call.next_ip() - function.start,
+        }))
+}
+
 /// Function symbols by start address, each ending where the next symbol starts.
 fn functions_by_address(kernel: &KernelFunctions) -> Vec<Function> {
     let mut symbols: Vec<&KernelSymbol> =

@@ -132,16 +132,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
     let mut workload = Followed::spawn(&mut ebpf, &args.command, &args.probe.filter.pids)?;
     let started = Instant::now();
     workload.release()?;
-    let what = format!(
-        "{} {} attached ({} mode)",
-        probed.len(),
-        if mode == AttachedMode::Syscall {
-            "syscall(s)"
-        } else {
-            "function(s)"
-        },
-        mode.as_str()
-    );
+    let what = Session {
+        probed: &probed,
+        mode,
+        task_store,
+        overhead,
+        off_cpu: false,
+        command: &args.command,
+    }
+    .attached();
     let index = format!(
         "hotprof {} exporter: {what}: {}\n\n/metrics  Prometheus metrics (OpenMetrics if the Accept header asks for it)\n",
         env!("CARGO_PKG_VERSION"),
