@@ -80,8 +80,8 @@ pub enum CalibrationError {
 fn getpid_call_site(kernel: &KernelFunctions) -> Result<CallSite, CalibrationError> {
     let kcore = Kcore::open().map_err(|e| CalibrationError::CallSites(e.into()))?;
     for function in ["__x64_sys_getpid", "__do_sys_getpid", "__task_pid_nr_ns"] {
-        if let Some(site) = callsites::first_call(kernel, &kcore, function)
-            .map_err(CalibrationError::CallSites)?
+        if let Some(site) =
+            callsites::first_call(kernel, &kcore, function).map_err(CalibrationError::CallSites)?
         {
             return Ok(site);
         }

@@ -7,8 +7,8 @@
 use aya::Ebpf;
 use profiler_common::KPROBE_SLOTS;
 
-use super::mode::{AttachError, KprobeLinks, Reason, kprobe_refusal, load_kprobe, take};
 use super::kprobes_available;
+use super::mode::{AttachError, KprobeLinks, Reason, kprobe_refusal, load_kprobe, take};
 use crate::progress::Progress;
 use crate::resolve::callsites::CallSite;
 

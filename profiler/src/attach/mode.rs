@@ -486,7 +486,10 @@ fn refuses_func_ip(verifier_log: &str) -> bool {
 }
 
 /// Loads the kprobe (or kretprobe) program `name` of hotprof's object into the kernel.
-pub(super) fn load_kprobe<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut KProbe, AttachError> {
+pub(super) fn load_kprobe<'a>(
+    ebpf: &'a mut Ebpf,
+    name: &str,
+) -> Result<&'a mut KProbe, AttachError> {
     let program: &mut KProbe = program(ebpf, name)?;
     program.load().map_err(|e| {
         AttachError::Internal(Reason::of(e, |e| {
@@ -497,7 +500,9 @@ pub(super) fn load_kprobe<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut 
 }
 
 /// A link just attached, taken out of its program (only fails on an unknown id: a bug).
-pub(super) fn take(link: Result<KProbeLink, aya::programs::ProgramError>) -> Result<KProbeLink, AttachError> {
+pub(super) fn take(
+    link: Result<KProbeLink, aya::programs::ProgramError>,
+) -> Result<KProbeLink, AttachError> {
     link.map_err(|e| {
         AttachError::Internal(Reason::of(e, |e| {
             format!("taking a kprobe link: {}", one_line(e))

@@ -299,10 +299,7 @@ pub fn first_call(
         return Err(CallSiteError::NoAddresses);
     }
     let functions = functions_by_address(kernel);
-    let Some(function) = functions
-        .iter()
-        .find(|f| f.name == function && f.traceable)
-    else {
+    let Some(function) = functions.iter().find(|f| f.name == function && f.traceable) else {
         return Ok(None);
     };
     let code = kcore.read(function.start, (function.end - function.start) as usize)?;
