@@ -26,12 +26,13 @@ Examples:
   # Audit filter cost per syscall: load audit rules (auditctl, or `audit_rules add 3`),
   # then time __audit_filter_op under a getpid loop; 5 runs kept for `hotprof compare`
   sudo hotprof --fn __audit_filter_op --runs 5 --json base.json -- syscall_lat 100000
-  # Page-cache writes to tmpfs/shmem, and where they come from. copy_page_from_iter_atomic
-  # is notrace on Debian's 6.1/6.12 (kprobes refuse it), so time its caller
-  sudo hotprof --fn generic_perform_write --stacks -- dd if=/dev/zero of=/dev/shm/x bs=4k count=100000
-  # Page-cache reads (the seed: _copy_to_user under hdparm -T) with a latency flamegraph;
-  # _copy_to_user is notrace on Debian's 6.1/6.12 too, so time the read path above it
-  sudo hotprof --fn filemap_read --stacks --flamegraph read.svg -- dd if=big.file of=/dev/null bs=1M
+  # Page-cache writes to tmpfs/shmem: the copy is notrace on Debian's kernels, so it is
+  # timed at its call sites (a row per caller), its caller at its entry
+  sudo hotprof --fn generic_perform_write --fn copy_page_from_iter_atomic -- dd if=/dev/zero of=/dev/shm/x bs=4k count=100000
+  # Page-cache reads (the seed: _copy_to_user under hdparm -T) and the read copy
+  sudo hotprof --fn filemap_read --fn copy_page_to_iter -- dd if=big.file of=/dev/null bs=1M
+  # _copy_to_user has hundreds of call sites: time the ones in matching callers
+  sudo hotprof --fn _copy_to_user --callers 'cp_new_stat*' -- stat /etc/passwd
   # Syscall latency under a hackbench load, a report per second (tracepoints, no kprobes)
   sudo hotprof --syscall write --syscall read --interval 1s -- hackbench -g 10 -l 2000
   # Which functions a glob matches, and which probe modes can attach to them
