@@ -207,13 +207,31 @@ fn getpid_exact(ctx: &mut Ctx) -> Result<()> {
          hotprof --syscall getpid --json /out/syscall.json -- syscall_lat {CALLS}"
     ))?;
     guest.expect_exit(0)?;
+    let named = guest.lines_containing("per-task state: ");
+    ensure!(
+        named.len() == 2
+            && named
+                .iter()
+                .all(|line| line.contains(store_words(ctx.kernel()))),
+        "the reports do not name the per-task store: {named:?}"
+    );
     let reported = guest.workload("syscall_lat")?.u64("calls")?;
     ensure!(
         reported == CALLS,
         "syscall_lat reports calls={reported}, want {CALLS}"
     );
+    // Before 5.11 there is no task-local storage: the compat object's hash map, named.
+    let store = match ctx.kernel() {
+        Kernel::V5_10 => "hash_map",
+        _ => "task_storage",
+    };
     for (file, name) in [("r.json", "__x64_sys_getpid"), ("syscall.json", "getpid")] {
         let report = guest.report(file)?;
+        ensure!(
+            report.json["task_store"] == store,
+            "{file} names the per-task store {}, want {store}",
+            report.json["task_store"]
+        );
         let count = report.function(name)?.u64("count")?;
         ensure!(
             count == CALLS,
@@ -826,6 +844,14 @@ fn no_btf_falls_back(ctx: &mut Ctx) -> Result<()> {
     let count = report.function("__do_sys_getpid")?.u64("count")?;
     ensure!(count == 5000, "counted {count}, want 5000");
     Ok(())
+}
+
+/// How the text report names the per-task store on `kernel`.
+fn store_words(kernel: Kernel) -> &'static str {
+    match kernel {
+        Kernel::V5_10 => "hash map",
+        _ => "task-local storage",
+    }
 }
 
 /// The page-cache write copy: `copy_page_from_iter_atomic` until 7.x renamed it.
