@@ -202,6 +202,103 @@ for f in text_string_to_metric_families(sys.stdin.read()):
     );
 }
 
+/// `recording` with call sites on every function: more than the 20 exported, with label
+/// values that need escaping.
+fn with_callers(mut recording: profiler::model::Recording) -> profiler::model::Recording {
+    for function in &mut recording.functions {
+        function.callers = (0..25u64)
+            .map(|i| profiler::model::CallerRecord {
+                site: format!("caller_{i}\\\"q\\\"+0x{:x}", 0x10 + i),
+                count: 3,
+                sum_ns: 9_000 - 100 * i,
+                p50_ns: 2_000,
+                p99_ns: 5_000,
+            })
+            .collect();
+    }
+    recording
+}
+
+/// The call-site summaries (20 sites and `caller="other"` per function) pass promtool's
+/// parser and linter, and the OpenMetrics text the reference parser.
+#[test]
+fn call_site_summaries_pass_promtool_and_the_openmetrics_parser() {
+    let recording = with_callers(common::recording(false));
+    let family = "hotprof_function_caller_latency_seconds";
+    if !skip("promtool", "prometheus") {
+        let text = render(&recording, Format::Prometheus);
+        assert!(text.contains(&format!("# TYPE {family} summary")));
+        let mut child = Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("promtool runs");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+        let output = child.wait_with_output().unwrap();
+        let report = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(
+            output.status.success() && report.trim().is_empty(),
+            "promtool:\n{report}\n--- metrics ---\n{text}"
+        );
+    }
+    let python = "/usr/bin/python3";
+    let probe = Command::new(python)
+        .args(["-c", "import prometheus_client.openmetrics.parser"])
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        eprintln!("SKIPPED: {python} cannot import prometheus_client");
+        return;
+    }
+    let text = render(&recording, Format::OpenMetrics);
+    let script = r#"
+import sys
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+for f in text_string_to_metric_families(sys.stdin.read()):
+    callers = sorted({s.labels['caller'] for s in f.samples if 'caller' in s.labels})
+    print(f.name, f.type, f.unit or '-', len(f.samples), len(callers), repr(callers[:2]))
+"#;
+    let mut child = Command::new(python)
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "parser rejected it: {}\n{text}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // Per function: 20 sites with two quantiles, `_count` and `_sum`; `other` with the last two.
+    let samples = recording.functions.len() * (20 * 4 + 2);
+    let expected = format!(
+        "{family} summary seconds {samples} 21 ['caller_0\\\\\"q\\\\\"+0x10', 'caller_10\\\\\"q\\\\\"+0x1a']"
+    );
+    assert!(
+        stdout.lines().any(|l| l == expected),
+        "{stdout}\nwanted {expected}"
+    );
+}
+
 /// A minimal HTTP server: `/text` serves the 0.0.4 format, `/openmetrics` the OpenMetrics
 /// one, each with its content type, until `stop` is set.
 fn serve_metrics(listener: TcpListener, stop: Arc<AtomicBool>) {

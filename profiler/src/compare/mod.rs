@@ -17,6 +17,17 @@
 //! values and `± stddev%` = pstdev / avg (the robot's column). `%change` is that of the
 //! run averages.
 //!
+//! # Call sites
+//! When a function has `callers` (call-site mode) on both sides, every site recorded on both
+//! sides (matched by `site`, e.g. `generic_perform_write+0x14e`) gets calls/run, avg, p50 and
+//! p99 rows from each run's own `callers`, printed under the function as `  at SITE`. Sites keep
+//! no histogram, so these rows are tested on runs only (≥ 3 per side; otherwise not tested);
+//! they are part of the Holm family and of [`regression`]. Sites on one side only, or call
+//! sites recorded by one side only, are notes. In `--json`, each function gets
+//! `"callers": [{"site": "...", "rows": [...]}]` with rows shaped like its own `rows`, omitted
+//! when there are none (so comparisons of recordings without call sites are unchanged). See
+//! the `callers` module for how absent sites count.
+//!
 //! # Which test decides
 //! Exactly one test per row gives its p-value:
 //! - **Both sides have ≥ 3 runs** ([`MIN_RUNS_FOR_RUN_TEST`]): Welch's t-test on the per-run
@@ -61,6 +72,7 @@
 
 mod binned;
 mod bootstrap;
+mod callers;
 mod error;
 mod hypothesis;
 mod notes;
@@ -75,6 +87,7 @@ mod tests;
 use serde::Serialize;
 
 pub use binned::MannWhitney;
+pub use callers::CallerComparison;
 pub use error::CompareError;
 pub use render::render_table;
 pub use row::{Row, SideStats, TestMethod, TestResult, Unit, Verdict};
@@ -128,6 +141,20 @@ pub struct FunctionComparison {
     /// Mann–Whitney on the pooled calls (informational; `None` when a side has no calls).
     pub calls_distribution: Option<MannWhitney>,
     pub rows: Vec<Row>,
+    /// Per call site recorded on both sides (call-site mode); omitted when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub callers: Vec<CallerComparison>,
+}
+
+impl FunctionComparison {
+    /// The function's rows, then every call site's rows, each with its site.
+    pub fn all_rows(&self) -> impl Iterator<Item = (Option<&str>, &Row)> {
+        let sites = self
+            .callers
+            .iter()
+            .flat_map(|c| c.rows.iter().map(move |row| (Some(c.site.as_str()), row)));
+        self.rows.iter().map(|row| (None, row)).chain(sites)
+    }
 }
 
 /// Compares every function and workload metric common to `base` and `new`.
@@ -154,7 +181,10 @@ pub fn compare(base: &[Recording], new: &[Recording]) -> Result<Comparison, Comp
     let tests = adjust_and_decide(
         functions
             .iter_mut()
-            .flat_map(|f| f.rows.iter_mut())
+            .flat_map(|f| {
+                let sites = f.callers.iter_mut().flat_map(|c| c.rows.iter_mut());
+                f.rows.iter_mut().chain(sites)
+            })
             .chain(workload.iter_mut()),
     );
     let (base_info, new_info) = (base.info(), new.info());
@@ -196,7 +226,7 @@ pub fn regression(comparison: &Comparison, fail_if_slower_pct: f64) -> Vec<Strin
     let function_rows = comparison
         .functions
         .iter()
-        .flat_map(|f| f.rows.iter().map(move |row| (Some(f), row)));
+        .flat_map(|f| f.all_rows().map(move |(site, row)| (Some((f, site)), row)));
     let workload_rows = comparison.workload.iter().map(|row| (None, row));
     function_rows
         .chain(workload_rows)
@@ -205,7 +235,11 @@ pub fn regression(comparison: &Comparison, fail_if_slower_pct: f64) -> Vec<Strin
                 .is_some_and(|pct| pct > fail_if_slower_pct)
         })
         .map(|(function, row)| {
-            let name = function.map(|f| format!("{} ", f.name)).unwrap_or_default();
+            let name = match function {
+                Some((f, Some(site))) => format!("{} at {site} ", f.name),
+                Some((f, None)) => format!("{} ", f.name),
+                None => String::new(),
+            };
             let (from, to) = (
                 render::format_value(row.base.mean, row.unit),
                 render::format_value(row.new.mean, row.unit),

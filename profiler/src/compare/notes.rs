@@ -1,5 +1,6 @@
 //! What the reader must know about the inputs: mismatches that do not stop a comparison.
 
+use super::callers::caller_notes;
 use super::error::short_list;
 use super::side::Side;
 use super::{FunctionComparison, MIN_RUNS_FOR_RUN_TEST, SideInfo};
@@ -40,6 +41,12 @@ pub(super) fn notes(base: &Side, new: &Side, functions: &[FunctionComparison]) -
     notes.extend(overhead_note(&base_info, &new_info));
     notes.extend(unmatched_function_notes(base, new));
     for function in functions {
+        let (name, base_runs, new_runs) = (
+            &function.name,
+            base.function_runs(&function.name),
+            new.function_runs(&function.name),
+        );
+        notes.extend(caller_notes(name, &base_runs, &new_runs));
         if function.base_symbol != function.new_symbol {
             let (name, b, n) = (&function.name, &function.base_symbol, &function.new_symbol);
             notes.push(format!(

@@ -31,6 +31,10 @@ pub fn render_table(comparison: &Comparison) -> String {
     for function in &comparison.functions {
         table.section(function_heading(function));
         function.rows.iter().for_each(|row| table.row(row));
+        for caller in &function.callers {
+            table.section(format!("  at {}", caller.site));
+            caller.rows.iter().for_each(|row| table.row(row));
+        }
     }
     if !comparison.workload.is_empty() {
         table.section("workload".into());

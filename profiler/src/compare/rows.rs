@@ -4,6 +4,7 @@ use profiler_common::{bucket_index, bucket_lower_bound, bucket_upper_bound};
 
 use super::binned::mann_whitney;
 use super::bootstrap::{RESAMPLES, quantile_difference, seed_for};
+use super::callers::compare_callers;
 use super::hypothesis::Moments;
 use super::row::{Row, SideStats, TestMethod, TestResult, Unit};
 use super::side::{Pooled, Side, pool};
@@ -108,6 +109,7 @@ pub(super) fn compare_function(name: &str, base: &Side, new: &Side) -> FunctionC
         new_symbol: symbol(&new),
         calls_distribution: mann_whitney(&base.pooled.sample, &new.pooled.sample),
         rows,
+        callers: compare_callers(&base.runs, &new.runs),
     }
 }
 
@@ -171,7 +173,7 @@ fn choose_test(
 }
 
 /// Welch's test on per-run values.
-fn run_test(base_values: &[f64], new_values: &[f64]) -> Result<TestResult, String> {
+pub(super) fn run_test(base_values: &[f64], new_values: &[f64]) -> Result<TestResult, String> {
     let base = Moments::of(base_values);
     if base.mean == 0.0 {
         return Err("base is 0, so no relative change".into());
@@ -227,7 +229,7 @@ fn reading_error_ns(value_ns: f64) -> f64 {
 ///   The same floor applies to avg tested on calls: the exact mean is not quantized, but one
 ///   run per side cannot measure boot-to-boot variation (commonly 0.5–4% for kernel paths),
 ///   which a per-call standard error (~0.01% at 20k calls) would otherwise call significant.
-fn resolution_pct(base_ns: f64, new_ns: f64, on_calls: bool) -> f64 {
+pub(super) fn resolution_pct(base_ns: f64, new_ns: f64, on_calls: bool) -> f64 {
     if base_ns <= 0.0 {
         return 0.0;
     }

@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 
 use super::bootstrap::Rng;
 use super::*;
-use crate::model::{FunctionRecord, FunctionTotals, Losses, RunRecord, SCHEMA_VERSION};
+use crate::model::{
+    CallerRecord, FunctionRecord, FunctionTotals, Losses, RunRecord, SCHEMA_VERSION,
+};
 
 /// How a synthetic function's latencies are drawn.
 #[derive(Clone, Copy)]
@@ -704,4 +706,195 @@ fn false_alarm_and_detection_rates() {
         40,
     );
     eprintln!("A/A, 1 run, 2% jitter (unmeasurable without runs): {any}/40 {per_metric:?}");
+}
+
+/// A recording of one function, `vfs_write`, called from `sites` (site, shape): each run's
+/// function record is all its sites' calls, with `callers` holding every site's own figures.
+fn caller_recording(sites: &[(&str, Shape)], seed: u64) -> Recording {
+    let mut recording = recording(&[("vfs_write", sites[0].1)], seed);
+    let mut rng = Rng::new(seed ^ 0x5eed);
+    let mut all_durations = Vec::new();
+    let mut all_callers: Vec<CallerRecord> = Vec::new();
+    let run_count = sites[0].1.runs;
+    let mut runs = Vec::new();
+    for _ in 0..run_count {
+        let mut durations = Vec::new();
+        let mut callers = Vec::new();
+        for (site, shape) in sites {
+            let site_durations = run_durations(shape, &mut rng);
+            callers.push(CallerRecord::of(
+                site.to_string(),
+                &function_record("vfs_write", &site_durations),
+            ));
+            durations.extend(site_durations);
+        }
+        let mut function = function_record("vfs_write", &durations);
+        function.callers = callers.clone();
+        runs.push(RunRecord {
+            duration_ns: 1,
+            functions: vec![function],
+            ..RunRecord::default()
+        });
+        all_durations.extend(durations);
+        all_callers = callers;
+    }
+    let mut merged = function_record("vfs_write", &all_durations);
+    merged.callers = all_callers;
+    recording.functions = vec![merged];
+    recording.runs = if run_count > 1 { runs } else { Vec::new() };
+    recording
+}
+
+fn site_row<'a>(comparison: &'a Comparison, site: &str, metric: &str) -> &'a Row {
+    comparison.functions[0]
+        .callers
+        .iter()
+        .find(|c| c.site == site)
+        .expect("site compared")
+        .rows
+        .iter()
+        .find(|r| r.metric == metric)
+        .expect("metric compared")
+}
+
+const WRITE_SITE: &str = "generic_perform_write+0x14e";
+const KSYS_SITE: &str = "ksys_write+0x73";
+
+#[test]
+fn a_slowdown_at_one_call_site_is_significant_there_only() {
+    let fast = Shape {
+        mean_ns: 400.0,
+        ..TEN_PERCENT_BASE
+    };
+    let slow = Shape {
+        mean_ns: 1_100.0,
+        ..TEN_PERCENT_BASE
+    };
+    let base = caller_recording(
+        &[
+            (WRITE_SITE, TEN_PERCENT_BASE),
+            (KSYS_SITE, fast),
+            ("old_caller+0x10", fast),
+        ],
+        90,
+    );
+    let new = caller_recording(
+        &[
+            (WRITE_SITE, slow),
+            (KSYS_SITE, fast),
+            ("new_caller+0x20", fast),
+        ],
+        91,
+    );
+    let comparison = compare(&[base], &[new]).unwrap();
+    let function = &comparison.functions[0];
+    let sites: Vec<&str> = function.callers.iter().map(|c| c.site.as_str()).collect();
+    assert_eq!(sites, [WRITE_SITE, KSYS_SITE]);
+    for metric in ["calls/run", "avg", "p50", "p99"] {
+        let slowed = site_row(&comparison, WRITE_SITE, metric);
+        let unchanged = site_row(&comparison, KSYS_SITE, metric);
+        for row in [slowed, unchanged] {
+            assert_eq!(
+                row.test.as_ref().map(|t| t.method),
+                Some(TestMethod::WelchRuns),
+                "{}",
+                row.verdict_text
+            );
+        }
+        assert!(!unchanged.significant, "{}", unchanged.verdict_text);
+        if metric != "calls/run" {
+            assert!(slowed.significant, "{}", slowed.verdict_text);
+            let change = slowed.test.as_ref().unwrap().change_pct;
+            assert!((change - 10.0).abs() < 2.0, "{}", slowed.verdict_text);
+        }
+    }
+    assert!(!site_row(&comparison, WRITE_SITE, "calls/run").significant);
+    // The site rows are in the Holm family: 6 function rows and 4 per common site.
+    assert_eq!(comparison.tests, 6 + 2 * 4);
+    assert!(
+        comparison
+            .notes
+            .iter()
+            .any(|n| n == "vfs_write: call site(s) only in base, not compared: old_caller+0x10"),
+        "{:?}",
+        comparison.notes
+    );
+    assert!(
+        comparison
+            .notes
+            .iter()
+            .any(|n| n == "vfs_write: call site(s) only in new, not compared: new_caller+0x20"),
+        "{:?}",
+        comparison.notes
+    );
+
+    let flagged = regression(&comparison, 5.0);
+    assert!(
+        flagged
+            .iter()
+            .any(|line| line.starts_with(&format!("vfs_write at {WRITE_SITE} p50: "))),
+        "{flagged:?}"
+    );
+    assert!(
+        !flagged.iter().any(|line| line.contains(KSYS_SITE)),
+        "{flagged:?}"
+    );
+
+    let table = render_table(&comparison);
+    let heading = table
+        .lines()
+        .position(|l| l == format!("  at {WRITE_SITE}"))
+        .expect(&table);
+    let next: Vec<&str> = table.lines().skip(heading + 1).take(4).collect();
+    assert!(
+        next[0].ends_with("calls/run no significant change (p = 1.000)"),
+        "{table}"
+    );
+    assert!(
+        next[2].contains("p50 +") && next[2].contains("(significant"),
+        "{table}"
+    );
+    assert!(table.contains(&format!("  at {KSYS_SITE}\n")), "{table}");
+    assert!(!table.contains("  at old_caller"), "{table}");
+
+    let json = serde_json::to_value(&comparison).unwrap();
+    let callers = &json["functions"][0]["callers"];
+    assert_eq!(callers[0]["site"], WRITE_SITE);
+    assert_eq!(callers[0]["rows"][2]["metric"], "p50");
+    assert_eq!(callers[0]["rows"][2]["verdict"], "significant");
+    assert_eq!(callers[1]["rows"][2]["verdict"], "no_significant_change");
+}
+
+#[test]
+fn call_sites_of_single_runs_are_not_tested_and_old_files_have_none() {
+    let one_run = Shape {
+        runs: 1,
+        ..TEN_PERCENT_BASE
+    };
+    let base = caller_recording(&[(WRITE_SITE, one_run)], 92);
+    let new = caller_recording(&[(WRITE_SITE, one_run)], 93);
+    let comparison = compare(std::slice::from_ref(&base), &[new]).unwrap();
+    let row = site_row(&comparison, WRITE_SITE, "p50");
+    assert_eq!(row.verdict, Verdict::NotTested);
+    assert_eq!(
+        row.verdict_text,
+        "p50 not tested: needs ≥ 3 runs per side (a call site keeps no histogram)"
+    );
+
+    // One side without call sites: a note, no site rows, no `callers` in the JSON.
+    let plain = recording(&[("vfs_write", one_run)], 94);
+    let comparison = compare(&[base], std::slice::from_ref(&plain)).unwrap();
+    assert!(comparison.functions[0].callers.is_empty());
+    assert!(
+        comparison
+            .notes
+            .contains(&"vfs_write: call sites recorded only in base, not compared".to_string()),
+        "{:?}",
+        comparison.notes
+    );
+    let comparison = compare(std::slice::from_ref(&plain), std::slice::from_ref(&plain)).unwrap();
+    assert!(!comparison.notes.iter().any(|n| n.contains("call site")));
+    let json = serde_json::to_value(&comparison).unwrap();
+    assert!(json["functions"][0].get("callers").is_none());
+    assert!(!render_table(&comparison).contains("  at "));
 }

@@ -11,3 +11,9 @@ mod escape;
 pub mod html;
 pub mod pprof;
 pub mod prometheus;
+
+/// Call sites shown per function (call-site mode), as in the text report: the HTML table
+/// sums the rest into one "N more sites" row, the metrics into `caller="other"`, so a
+/// function with hundreds of callers stays readable and the series count bounded (the JSON
+/// keeps every site).
+const CALLER_SITES: usize = 20;

@@ -26,6 +26,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use crate::export::CALLER_SITES;
 use crate::model::{FunctionRecord, Recording};
 
 /// The exposition format to write.
@@ -125,6 +126,7 @@ enum Kind {
     Counter,
     Gauge,
     Histogram,
+    Summary,
     /// A constant 1 carrying labels: a gauge in 0.0.4, OpenMetrics' `info` type.
     Info,
 }
@@ -143,6 +145,7 @@ fn header(
         Kind::Counter => "counter",
         Kind::Gauge => "gauge",
         Kind::Histogram => "histogram",
+        Kind::Summary => "summary",
         Kind::Info if format == Format::OpenMetrics => "info",
         Kind::Info => "gauge",
     };
@@ -182,9 +185,60 @@ struct Series<'a> {
     sum_ns: u64,
     self_sum_ns: u64,
     below_min_latency: u64,
+    /// Call sites (call-site mode), merged by site; empty otherwise.
+    callers: Vec<Site<'a>>,
+}
+
+/// One call site's part of a function's calls.
+struct Site<'a> {
+    site: &'a str,
+    count: u64,
+    sum_ns: u64,
+    /// `(p50, p99)` in ns; `None` once merged from duplicate records (not combinable).
+    quantiles: Option<(u64, u64)>,
 }
 
 impl<'a> Series<'a> {
+    /// Adds `function`'s call sites, merging a site already listed.
+    fn add_callers(&mut self, function: &'a FunctionRecord) {
+        for caller in &function.callers {
+            if let Some(site) = self.callers.iter_mut().find(|s| s.site == caller.site) {
+                site.count += caller.count;
+                site.sum_ns += caller.sum_ns;
+                site.quantiles = None;
+            } else {
+                self.callers.push(Site {
+                    site: &caller.site,
+                    count: caller.count,
+                    sum_ns: caller.sum_ns,
+                    quantiles: Some((caller.p50_ns, caller.p99_ns)),
+                });
+            }
+        }
+    }
+
+    /// The [`CALLER_SITES`] busiest sites (by total time, ties by site, as in the recording), then
+    /// `("other", count, sum_ns)` summing the rest when there is a rest. A site literally
+    /// named `other` is summed there too, so no label set repeats.
+    fn busiest_callers(&self) -> (Vec<&Site<'a>>, Option<(u64, u64)>) {
+        let mut sites: Vec<&Site<'a>> = self.callers.iter().filter(|s| s.site != OTHER).collect();
+        sites.sort_by(|a, b| b.sum_ns.cmp(&a.sum_ns).then_with(|| a.site.cmp(b.site)));
+        let rest: Vec<&Site<'a>> = self
+            .callers
+            .iter()
+            .filter(|s| s.site == OTHER)
+            .chain(sites.iter().skip(CALLER_SITES).copied())
+            .collect();
+        sites.truncate(CALLER_SITES);
+        let other = (!rest.is_empty()).then(|| {
+            (
+                rest.iter().map(|s| s.count).sum(),
+                rest.iter().map(|s| s.sum_ns).sum(),
+            )
+        });
+        (sites, other)
+    }
+
     /// The label set every per-function family shares.
     fn base_labels(&self, mode: &'a str, kernel: &'a str) -> [(&'static str, &'a str); 4] {
         [
@@ -212,6 +266,7 @@ fn series(functions: &[FunctionRecord]) -> Vec<Series<'_>> {
             s.sum_ns += function.sum_ns;
             s.self_sum_ns += function.self_sum_ns;
             s.below_min_latency += function.below_min_latency;
+            s.add_callers(function);
         } else {
             index.insert(key, out.len());
             out.push(Series {
@@ -221,7 +276,9 @@ fn series(functions: &[FunctionRecord]) -> Vec<Series<'_>> {
                 sum_ns: function.sum_ns,
                 self_sum_ns: function.self_sum_ns,
                 below_min_latency: function.below_min_latency,
+                callers: Vec::new(),
             });
+            out.last_mut().unwrap().add_callers(function);
         }
     }
     out
@@ -246,7 +303,9 @@ fn loss_fields(recording: &Recording) -> Vec<(String, u64)> {
 /// `hotprof_recording_duration_seconds`, `hotprof_function_latency_seconds` (histogram,
 /// labels `function`, `symbol`, `mode`, `kernel`), `hotprof_function_self_seconds_total`,
 /// `hotprof_function_below_min_latency_calls_total`, `hotprof_losses_total{kind}` (one per
-/// field of `Losses`) and, when calibrated, `hotprof_probe_overhead_seconds`.
+/// field of `Losses`), when calibrated, `hotprof_probe_overhead_seconds`, and, when any
+/// function has call sites (call-site mode), `hotprof_function_caller_latency_seconds`
+/// (summary, the function labels plus `caller`; see [`render_callers`]).
 pub fn render(recording: &Recording, format: Format) -> String {
     let mut out = String::new();
     let mode = recording.mode.as_str();
@@ -335,6 +394,10 @@ pub fn render(recording: &Recording, format: Format) -> String {
         let _ = writeln!(out, "{name}_total{pairs} {}", s.below_min_latency);
     }
 
+    if all.iter().any(|s| !s.callers.is_empty()) {
+        render_callers(&mut out, format, &all, mode, kernel);
+    }
+
     let name = "hotprof_losses";
     header(
         &mut out,
@@ -368,6 +431,48 @@ pub fn render(recording: &Recording, format: Format) -> String {
         out.push_str("# EOF\n");
     }
     out
+}
+
+/// The label value summing the call sites beyond the [`CALLER_SITES`] busiest.
+const OTHER: &str = "other";
+
+/// `hotprof_function_caller_latency_seconds`: per function, a summary per call site
+/// (`caller="generic_perform_write+0x14e"`) with its p50 and p99 (`quantile="0.5"`,
+/// `"0.99"`), `_count` and `_sum`. Bounded: the [`CALLER_SITES`] busiest sites by total
+/// time, the rest summed in `caller="other"` (`_count` and `_sum` only: quantiles do not
+/// add up, nor do those of a site merged from duplicate records). A summary, not a
+/// histogram, because a site keeps its count, sum and two quantiles, not buckets.
+fn render_callers(out: &mut String, format: Format, all: &[Series<'_>], mode: &str, kernel: &str) {
+    let name = "hotprof_function_caller_latency_seconds";
+    header(
+        out,
+        format,
+        name,
+        Kind::Summary,
+        Some("seconds"),
+        "Latency of the timed calls of a kernel function by call site (call-site mode): the 20 busiest sites per function, the rest summed in caller other without quantiles.",
+    );
+    for s in all {
+        let base = s.base_labels(mode, kernel);
+        let (sites, other) = s.busiest_callers();
+        let rows = sites
+            .iter()
+            .map(|site| (site.site, site.count, site.sum_ns, site.quantiles))
+            .chain(other.map(|(count, sum_ns)| (OTHER, count, sum_ns, None)));
+        for (caller, count, sum_ns, quantiles) in rows {
+            let mut pairs = base.to_vec();
+            pairs.push(("caller", caller));
+            if let Some((p50, p99)) = quantiles {
+                for (quantile, value) in [("0.5", p50), ("0.99", p99)] {
+                    let mut pairs = pairs.clone();
+                    pairs.push(("quantile", quantile));
+                    let _ = writeln!(out, "{name}{} {}", labels(&pairs), seconds(value));
+                }
+            }
+            let _ = writeln!(out, "{name}_count{} {count}", labels(&pairs));
+            let _ = writeln!(out, "{name}_sum{} {}", labels(&pairs), seconds(sum_ns));
+        }
+    }
 }
 
 /// A float in a form both formats parse (Rust's shortest round-trip representation, which
@@ -555,5 +660,87 @@ mod tests {
         let mut recording = recording();
         recording.probe_overhead_ns = None;
         assert!(!render(&recording, Format::Prometheus).contains("overhead"));
+    }
+
+    fn caller(site: &str, count: u64, sum_ns: u64) -> crate::model::CallerRecord {
+        crate::model::CallerRecord {
+            site: site.into(),
+            count,
+            sum_ns,
+            p50_ns: 1_500,
+            p99_ns: 40_000,
+        }
+    }
+
+    #[test]
+    fn recordings_without_call_sites_have_no_caller_family() {
+        for format in [Format::Prometheus, Format::OpenMetrics] {
+            assert!(!render(&recording(), format).contains("caller"));
+        }
+    }
+
+    #[test]
+    fn call_sites_are_a_bounded_summary_per_function() {
+        let mut recording = recording();
+        recording.functions.truncate(1);
+        recording.kernel = "6.1".into();
+        recording.functions[0].callers = (0..23u64)
+            .map(|i| caller(&format!("site\"{i}\"+0x{i:x}"), 2, 1_000 * (30 - i)))
+            .collect();
+        let without = {
+            let mut r = recording.clone();
+            r.functions[0].callers.clear();
+            render(&r, Format::Prometheus)
+        };
+        let text = render(&recording, Format::Prometheus);
+        let base = "function=\"f\",symbol=\"f.isra.0\",mode=\"kprobe\",kernel=\"6.1\"";
+        let name = "hotprof_function_caller_latency_seconds";
+        for line in [
+            format!("# TYPE {name} summary"),
+            format!("{name}{{{base},caller=\"site\\\"0\\\"+0x0\",quantile=\"0.5\"}} 0.0000015"),
+            format!("{name}{{{base},caller=\"site\\\"0\\\"+0x0\",quantile=\"0.99\"}} 0.00004"),
+            format!("{name}_count{{{base},caller=\"site\\\"0\\\"+0x0\"}} 2"),
+            format!("{name}_sum{{{base},caller=\"site\\\"0\\\"+0x0\"}} 0.00003"),
+            format!("{name}_count{{{base},caller=\"site\\\"19\\\"+0x13\"}} 2"),
+            // Sites 20..=22 (10 + 9 + 8 µs): summed, without quantiles.
+            format!("{name}_count{{{base},caller=\"other\"}} 6"),
+            format!("{name}_sum{{{base},caller=\"other\"}} 0.000027"),
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line}\n{text}");
+        }
+        assert!(!text.contains("0x14\""), "{text}");
+        assert!(!text.contains("caller=\"other\",quantile"), "{text}");
+        assert_eq!(
+            text.matches(&format!("{name}_count{{")).count(),
+            CALLER_SITES + 1
+        );
+        // The function-level families are untouched: removing the new family gives the
+        // rendering without call sites.
+        let start = text.find(&format!("# HELP {name} ")).unwrap();
+        let end = text.find("# HELP hotprof_losses_total ").unwrap();
+        assert_eq!(format!("{}{}", &text[..start], &text[end..]), without);
+        let open = render(&recording, Format::OpenMetrics);
+        assert!(open.contains(&format!("# TYPE {name} summary\n# UNIT {name} seconds\n")));
+    }
+
+    #[test]
+    fn duplicate_functions_merge_their_call_sites_without_quantiles() {
+        let mut recording = recording();
+        recording.functions[0].callers = vec![caller("a+0x1", 1, 100), caller("b+0x2", 1, 50)];
+        recording.functions[1].callers = vec![caller("b+0x2", 3, 500), caller("other", 1, 7)];
+        let text = render(&recording, Format::Prometheus);
+        let name = "hotprof_function_caller_latency_seconds";
+        let b = text.find("caller=\"b+0x2\"").unwrap();
+        let a = text.find("caller=\"a+0x1\"").unwrap();
+        assert!(b < a, "busiest first: {text}");
+        assert!(text.contains("caller=\"a+0x1\",quantile=\"0.5\"} 0.0000015"));
+        assert!(!text.contains("caller=\"b+0x2\",quantile"), "{text}");
+        assert!(text.contains("caller=\"b+0x2\"} 4\n"), "{text}");
+        assert!(text.contains("caller=\"b+0x2\"} 0.00000055\n"), "{text}");
+        assert_eq!(text.matches("caller=\"other\"").count(), 2, "{text}");
+        assert!(
+            text.contains(&format!("caller=\"other\"}} 1\n{name}_sum")),
+            "{text}"
+        );
     }
 }

@@ -7,9 +7,10 @@ use super::flamegraph::flamegraph_section;
 use super::{
     BASE_COLOR, losses_table, meta_rows, ns, page, shell_words, stat_cells, stat_header_cells,
 };
+use crate::export::CALLER_SITES;
 use crate::export::chart::{self, Series};
 use crate::export::escape::escape;
-use crate::model::Recording;
+use crate::model::{FunctionRecord, Recording};
 
 /// Renders one recording: run metadata, the percentile table, each function's latency
 /// histogram, losses, per-run figures (with `--runs`), and the flamegraph when given.
@@ -104,6 +105,7 @@ pub fn render_recording(recording: &Recording, flamegraph: Option<&[u8]>) -> Str
                 &series
             )
         );
+        body.push_str(&callers_table(function));
     }
 
     body.push_str("<h2>Losses</h2>\n<p class=\"note\">Everything the probes could not time (see docs/json-schema.md).</p>\n");
@@ -156,6 +158,50 @@ pub fn render_recording(recording: &Recording, flamegraph: Option<&[u8]>) -> Str
     page(&title, &body)
 }
 
+/// The per-call-site table of `function` (call-site mode; empty without callers): calls,
+/// p50, p99 and share of the function's total time, busiest first, at most
+/// [`CALLER_SITES`] rows and then one "N more sites" row summing the rest.
+fn callers_table(function: &FunctionRecord) -> String {
+    if function.callers.is_empty() {
+        return String::new();
+    }
+    let share = |sum_ns: u64| {
+        let percent = if function.sum_ns > 0 {
+            100.0 * sum_ns as f64 / function.sum_ns as f64
+        } else {
+            0.0
+        };
+        format!("{percent:.1}%")
+    };
+    let mut html = String::from(
+        "<div class=\"scroll\"><table class=\"callers\"><tr><th>call site</th><th class=\"num\">calls</th><th class=\"num\">p50</th><th class=\"num\">p99</th><th class=\"num\">time share</th></tr>",
+    );
+    for caller in function.callers.iter().take(CALLER_SITES) {
+        let _ = write!(
+            html,
+            "<tr><td class=\"code\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+            escape(&caller.site),
+            caller.count,
+            ns(caller.p50_ns as f64),
+            ns(caller.p99_ns as f64),
+            share(caller.sum_ns)
+        );
+    }
+    let rest = &function.callers[function.callers.len().min(CALLER_SITES)..];
+    if !rest.is_empty() {
+        let calls: u64 = rest.iter().map(|c| c.count).sum();
+        let sum_ns: u64 = rest.iter().map(|c| c.sum_ns).sum();
+        let _ = write!(
+            html,
+            "<tr><td>{} more sites</td><td class=\"num\">{calls}</td><td class=\"num\"></td><td class=\"num\"></td><td class=\"num\">{}</td></tr>",
+            rest.len(),
+            share(sum_ns)
+        );
+    }
+    html.push_str("</table></div>\n");
+    html
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,5 +230,67 @@ mod tests {
         let html = render_recording(&recording("f", &[1]), Some(svg));
         assert!(html.contains("style=\"height:342px\" src=\"data:image/svg+xml;base64,"));
         assert!(!html.contains("http://") && !html.contains("https://"));
+    }
+
+    fn caller(site: &str, count: u64, sum_ns: u64) -> crate::model::CallerRecord {
+        crate::model::CallerRecord {
+            site: site.into(),
+            count,
+            sum_ns,
+            p50_ns: 1_500,
+            p99_ns: 40_000,
+        }
+    }
+
+    #[test]
+    fn callers_get_an_escaped_table_under_their_function() {
+        let mut recording = recording("vfs_write", &[1_000, 2_000, 3_000, 4_000]);
+        let without = render_recording(&recording, None);
+        assert!(!without.contains("class=\"callers\""));
+        recording.functions[0].callers = vec![
+            caller("generic_perform_write+0x14e", 3, 7_500),
+            caller("evil<img src=x>+0x1", 1, 2_500),
+        ];
+        let html = render_recording(&recording, None);
+        assert!(!html.contains("<img"));
+        let table = &html[html
+            .find("<table class=\"callers\">")
+            .expect("callers table")..];
+        let table = &table[..table.find("</table>").unwrap()];
+        assert!(table.contains("<th>call site</th>"), "{table}");
+        assert!(
+            table.contains("<tr><td class=\"code\">generic_perform_write+0x14e</td><td class=\"num\">3</td><td class=\"num\">1.50 µs</td><td class=\"num\">40.0 µs</td><td class=\"num\">75.0%</td></tr>"),
+            "{table}"
+        );
+        assert!(table.contains("evil&lt;img src=x&gt;+0x1"), "{table}");
+        assert!(table.contains("25.0%</td></tr>"), "{table}");
+        assert!(!table.contains("more sites"));
+        // The table follows the function's chart, and nothing else changed.
+        let chart = html.find("<h3>vfs_write</h3>").unwrap();
+        assert!(html.find("<table class=\"callers\">").unwrap() > chart);
+        let start = html
+            .find("<div class=\"scroll\"><table class=\"callers\">")
+            .unwrap();
+        let end =
+            start + html[start..].find("</table></div>\n").unwrap() + "</table></div>\n".len();
+        assert_eq!(format!("{}{}", &html[..start], &html[end..]), without);
+    }
+
+    #[test]
+    fn callers_beyond_the_cap_are_summed_in_one_row() {
+        let mut recording = recording("f", &[1_000; 100]);
+        recording.functions[0].callers = (0..25u64)
+            .map(|i| caller(&format!("site{i}+0x{i:x}"), 4, 4_000))
+            .collect();
+        let html = render_recording(&recording, None);
+        assert_eq!(
+            html.matches("<td class=\"code\">site").count(),
+            CALLER_SITES
+        );
+        assert!(html.contains("site19+0x13") && !html.contains("site20+0x14"));
+        assert!(
+            html.contains("<tr><td>5 more sites</td><td class=\"num\">20</td><td class=\"num\"></td><td class=\"num\"></td><td class=\"num\">20.0%</td></tr>"),
+            "{html}"
+        );
     }
 }
