@@ -243,9 +243,15 @@ fn getpid_exact(ctx: &mut Ctx) -> Result<()> {
 }
 
 /// 6.12 evaluates the audit rules of the exit list with `__audit_filter_op` once per audited
-/// syscall: the 10000 extra getpids of the second run are exactly 10000 extra calls, and the
-/// first run's calls are its 10000 getpids plus the same start-up syscalls the second makes.
+/// syscall: each run counts its getpids plus the workload's other syscalls (about 70: exec,
+/// memory, its worker thread), and 10000 more getpids are 10000 more calls. The other
+/// syscalls are not quite fixed: whether a futex wait happens depends on the worker thread's
+/// timing (seen: 70 in one run, 71 in the next), so they get a few calls of slack.
 fn audit_filter_fires(ctx: &mut Ctx) -> Result<()> {
+    /// Most non-getpid syscalls syscall_lat makes (~70 seen).
+    const OTHER_SYSCALLS: u64 = 100;
+    /// How much the timing-dependent ones differ from run to run.
+    const TIMING_SLACK: u64 = 5;
     let guest = ctx.run(
         "audit_rules enable && audit_rules add 3 && \
          hotprof --fn __audit_filter_op --json /out/r1.json -- syscall_lat 10000 && \
@@ -259,15 +265,18 @@ fn audit_filter_fires(ctx: &mut Ctx) -> Result<()> {
             .u64("count")
     };
     let (first, second) = (count("r1.json")?, count("r2.json")?);
+    for (calls, getpids) in [(first, 10_000), (second, 20_000)] {
+        ensure!(
+            (getpids..=getpids + OTHER_SYSCALLS).contains(&calls),
+            "hotprof counted {calls} __audit_filter_op calls for {getpids} getpids (+ at most \
+             {OTHER_SYSCALLS} other syscalls)"
+        );
+    }
+    let more = second as i64 - first as i64;
     ensure!(
-        first >= 10_000,
-        "hotprof counted {first} __audit_filter_op calls for 10000 getpids"
-    );
-    ensure!(
-        second.checked_sub(first) == Some(10_000),
-        "10000 more getpids gave {} more __audit_filter_op calls ({first} then {second}), want \
-         exactly 10000",
-        second as i64 - first as i64
+        (more - 10_000).unsigned_abs() <= TIMING_SLACK,
+        "10000 more getpids gave {more} more __audit_filter_op calls ({first} then {second}), \
+         want 10000 ± {TIMING_SLACK}"
     );
     Ok(())
 }
