@@ -35,7 +35,12 @@ use crate::util::{display_cmd, target_dir};
 /// on any oops, and audit on so the audit workloads can add rules.
 // cryptomgr.notests: the crypto self-tests at boot are pure CPU work that, on a loaded host
 // under TCG, has been seen to soft-lock a guest CPU for minutes before any test ran.
-const BASE_CMDLINE: &str = "console=ttyS0 quiet panic=-1 oops=panic audit=1 cryptomgr.notests";
+// tsc=reliable: under load the clocksource watchdog finds TCG's TSC "unstable" and the kernel
+// switches clocksource at run time, patching its own text while other vCPUs run it; on 7.2
+// that crashed the guest (a vCPU executing from inside a just-patched `jmp` in
+// `ktime_get_mono_fast_ns`) in 3 of ~10 kprobe-heavy runs. With it, no switch happens.
+const BASE_CMDLINE: &str =
+    "console=ttyS0 quiet panic=-1 oops=panic audit=1 cryptomgr.notests tsc=reliable";
 
 /// A guest not at its command by then is stuck in boot (a TCG hiccup), and is booted again.
 const BOOT_TIMEOUT: Duration = Duration::from_secs(90);
