@@ -4,8 +4,8 @@
 //! the `call F` in an ftrace-able caller, and on the instruction after it, is allowed. Timed
 //! from one to the other, a call means what it means to fentry/fexit.
 //!
-//! The code comes from `/proc/kcore` ([`find`]); the finding itself is pure ([`scan`],
-//! [`sites_in`]).
+//! The code comes from `/proc/kcore` ([`KernelCode`]); the finding itself is pure
+//! ([`scan_many`], [`sites_in`]).
 
 use iced_x86::{Decoder, DecoderOptions, FlowControl};
 
@@ -116,15 +116,8 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 }
 
 /// Addresses in `code` (kernel code starting at `base`) of `E8`/`E9` rel32 instructions whose
-/// target is `target` or its padding: candidates, to be confirmed by decoding their function.
-pub fn scan(code: &[u8], base: u64, target: u64) -> Vec<u64> {
-    scan_many(code, base, &[target])
-        .into_iter()
-        .map(|(at, _)| at)
-        .collect()
-}
-
-/// [`scan`] for several targets in one pass: each candidate with the index of its target.
+/// target is one of `targets` or its padding, each with the index of its target: candidates,
+/// to be confirmed by decoding their function. One pass for any number of targets.
 pub fn scan_many(code: &[u8], base: u64, targets: &[u64]) -> Vec<(u64, usize)> {
     let mut sorted: Vec<(u64, usize)> = targets.iter().copied().zip(0..).collect();
     sorted.sort_unstable();
@@ -357,6 +350,14 @@ mod tests {
     use super::*;
 
     const BASE: u64 = 0xffff_ffff_8100_0000;
+
+    /// [`scan_many`] for one target: the candidates' addresses.
+    fn scan(code: &[u8], base: u64, target: u64) -> Vec<u64> {
+        scan_many(code, base, &[target])
+            .into_iter()
+            .map(|(at, _)| at)
+            .collect()
+    }
 
     /// `call rel32` / `jmp rel32` at `at` to `to`.
     fn branch(opcode: u8, at: u64, to: u64) -> [u8; 5] {
