@@ -3,43 +3,54 @@
 //!
 //! The modules, in the order a recording flows through them:
 
-// The pipeline.
-/// 2. Loading the eBPF object and attaching its programs (fentry, kprobe, tracepoints).
-pub mod attach;
-/// 3. Reading the kernel maps into per-function totals and stacks.
-pub mod collect;
-/// 4. The recording: histograms, percentiles, losses; the versioned JSON model.
-pub mod model;
-/// 5. Text and JSON reports, stack tables, flamegraph titles.
-pub mod report;
-/// 1. Which kernel functions (kallsyms, BTF, tracefs) a request names.
+// The pipeline, in order (each module separated so rustfmt keeps this order).
+
+// 1. Which kernel functions (kallsyms, BTF, tracefs) a request names.
 pub mod resolve;
 
-// What the long-running commands share.
-/// The probes' own cost per call, measured at start-up.
-pub mod calibrate;
-/// The progress line on a terminal.
-pub mod progress;
-/// Validation, attach, the workload's life and the signals of one run.
+// 2. Loading the eBPF object and attaching its programs (fentry, kprobe, tracepoints).
+pub mod attach;
+
+// 3. Reading the kernel maps into per-function totals and stacks.
+pub mod collect;
+
+// 4. The recording: histograms, percentiles, losses; the versioned JSON model.
+pub mod model;
+
+// 5. Text and JSON reports, stack tables, flamegraph titles.
+pub mod report;
+
+// What the long-running commands share: validation, attach, the workload's life and the
+// signals of one run.
 pub mod session;
-/// Durations and sizes as people write and read them.
-pub mod units;
-/// Spawning the workload held at a gate, and its `name: key=value` figures.
+
+// The probes' own cost per call, measured at start-up.
+pub mod calibrate;
+
+// Spawning the workload held at a gate, and its `name: key=value` figures.
 pub mod workload;
 
-// Pure libraries over recordings and stacks (no kernel).
-/// Base vs patched statistics, in the kernel test robot's style.
-pub mod compare;
-/// Prometheus, pprof, HTML.
-pub mod export;
-/// Folded stacks, symbolization and inferno flamegraphs.
+// The progress line on a terminal.
+pub mod progress;
+
+// Durations and sizes as people write and read them.
+pub mod units;
+
+// Pure libraries over recordings and stacks (no kernel): folded stacks, symbolization and
+// inferno flamegraphs.
 pub mod flame;
 
-// The command layer.
-/// The parser and the dispatch to [`commands`].
-pub mod cli;
-/// One module per subcommand.
+// Base vs patched statistics, in the kernel test robot's style.
+pub mod compare;
+
+// Prometheus, pprof, HTML.
+pub mod export;
+
+// The command layer: one module per subcommand.
 pub mod commands;
+
+// The parser and the dispatch to the commands.
+pub mod cli;
 
 /// `uname -r` of the running kernel.
 pub fn kernel_release() -> String {

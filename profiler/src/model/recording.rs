@@ -224,7 +224,7 @@ pub struct Losses {
     #[serde(default)]
     pub kernel_missed: u64,
     /// `--stacks`: stacks that could not be stored (stack map full or hash collision); the
-    /// call is still timed, under an "[unknown]" stack.
+    /// call is still timed, under an `[unknown]` stack.
     #[serde(default)]
     pub stacks_lost: u64,
     /// `--stacks`: calls timed but missing from the per-stack totals (map full).
