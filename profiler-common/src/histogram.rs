@@ -49,7 +49,7 @@ pub fn bucket_upper_bound(index: u32) -> u64 {
 /// `u64::leading_zeros` by binary search: BPF has no count-leading-zeros instruction and this
 /// keeps the generated code short and obviously bounded for the verifier.
 #[inline(always)]
-fn leading_zeros(mut x: u64) -> u32 {
+pub(crate) fn leading_zeros(mut x: u64) -> u32 {
     let mut n = 0;
     if x & 0xffff_ffff_0000_0000 == 0 {
         n += 32;

@@ -5,7 +5,9 @@
 #![no_std]
 
 pub mod histogram;
+pub mod keys;
 pub mod maps;
 
 pub use histogram::{NUM_BUCKETS, bucket_index, bucket_lower_bound, bucket_upper_bound};
+pub use keys::{BY_FIELDS_MAX, ByKey, DEFAULT_MAX_KEYS};
 pub use maps::*;

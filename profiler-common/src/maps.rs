@@ -62,6 +62,9 @@ pub struct Frame {
     pub kernel_stack: i32,
     pub user_stack: i32,
     pub _pad: u32,
+    /// `--by`: the key fields known at entry, in `BY_FIELDS` order (the rest are filled at
+    /// return).
+    pub key: [u64; crate::BY_FIELDS_MAX],
 }
 
 /// Per-task state, created zero-filled in task-local storage (or, on kernels without it, in a
@@ -174,10 +177,13 @@ pub enum Counter {
     LiveTasks = 9,
     /// Entries created in `STACK_TOTALS` (never deleted from, so its live entries).
     StackEntries = 10,
+    /// `--by`: calls timed for their function but not for their key, because the CPU had no
+    /// free key slot (`--max-keys`) or the key map was full.
+    KeysFull = 11,
 }
 
 /// Number of [`Counter`] slots.
-pub const NUM_COUNTERS: u32 = 11;
+pub const NUM_COUNTERS: u32 = 12;
 
 /// Key of the per-stack latency aggregate (`--stacks`).
 #[repr(C)]
@@ -215,6 +221,8 @@ pub mod names {
     pub const STACKS: &str = "STACKS";
     pub const STACK_TOTALS: &str = "STACK_TOTALS";
     pub const SAMPLES: &str = "SAMPLES";
+    pub const KEY_SLOTS: &str = "KEY_SLOTS";
+    pub const NEXT_KEY_SLOT: &str = "NEXT_KEY_SLOT";
 }
 
 #[cfg(feature = "user")]
@@ -230,4 +238,7 @@ mod pod {
     // SAFETY: repr(C) and Copy; two u64 then a [u8; 16] (32 bytes, 8-aligned), so no padding,
     // and any bit pattern is valid for integers and bytes.
     unsafe impl aya::Pod for super::StackTotals {}
+    // SAFETY: repr(C) and Copy; u32, u32, three u64 and a [u8; 16] (48 bytes, 8-aligned, the
+    // u64s at offset 8), so no padding, and any bit pattern is valid.
+    unsafe impl aya::Pod for crate::ByKey {}
 }

@@ -8,6 +8,7 @@
 #![no_main]
 
 mod frames;
+mod keys;
 mod probes;
 mod sample;
 #[path = "store/hash_map.rs"]

@@ -15,6 +15,7 @@ use profiler_common::{
     StackTotals, bucket_index,
 };
 
+use crate::keys::{self, EntryContext, ExitContext};
 use crate::store::{self, TaskId};
 
 // Run configuration, written by userspace into .rodata before load.
@@ -151,7 +152,7 @@ fn wanted_now() -> bool {
 /// probed call before) is one lookup in the per-task store; a task's first call also checks
 /// the process-level filters and creates its frame stack.
 #[inline(always)]
-pub(crate) fn enter<C: StackIdContext>(ctx: &C, func: u32, entry_sp: u64) {
+pub(crate) fn enter<C: StackIdContext + EntryContext>(ctx: &C, func: u32, entry_sp: u64) {
     let task = match store::current() {
         Some(task) => {
             if !wanted_now() {
@@ -188,6 +189,9 @@ pub(crate) fn enter<C: StackIdContext>(ctx: &C, func: u32, entry_sp: u64) {
     let (kernel_stack, user_stack) = capture_stacks(ctx);
     frame.kernel_stack = kernel_stack;
     frame.user_stack = user_stack;
+    if keys::keyed() {
+        frame.key = keys::at_entry(ctx);
+    }
     task.depth = depth as u32 + 1;
     count(Counter::OpenFrames, 1);
     // Last, so the bookkeeping above is not part of the measured time.
@@ -247,9 +251,10 @@ impl ReturnOf {
     }
 }
 
-/// Closes the frame matched by `which` on the current task and records its duration.
+/// Closes the frame matched by `which` on the current task and records its duration; `exit`
+/// tells the return value (`--by ret`/`errno`).
 #[inline(always)]
-pub(crate) fn leave(which: ReturnOf) {
+pub(crate) fn leave<X: ExitContext>(which: ReturnOf, exit: &X) {
     let now = now_ns();
     let Some(task) = store::current() else {
         // Filtered-out tasks never have frames; only a wanted task's return is "unmatched".
@@ -305,7 +310,13 @@ pub(crate) fn leave(which: ReturnOf) {
         off_cpu,
         outermost: !recursive,
     };
-    if record(frame.func, &call) && config(&CAPTURE_STACKS) != StackCapture::None as u8 {
+    if !record(frame.func, &call) {
+        return;
+    }
+    if keys::keyed() {
+        keys::record_keyed(exit, frame.func, frame.key, &call);
+    }
+    if config(&CAPTURE_STACKS) != StackCapture::None as u8 {
         let key = StackKey {
             func: frame.func,
             tgid: (bpf_get_current_pid_tgid() >> 32) as u32,
@@ -353,9 +364,9 @@ fn add_to_existing_stack(key: &StackKey, duration: u64) -> bool {
     true
 }
 
-/// Adds a finished call to its function's aggregates; false when it was not recorded
-/// (below `--min-latency` or no slot).
-fn record(func: u32, call: &Call) -> bool {
+/// Adds a finished call to its function's aggregates (or a `--by` key's, whose slots follow
+/// the functions'); false when it was not recorded (below `--min-latency` or no slot).
+pub(crate) fn record(func: u32, call: &Call) -> bool {
     let Some(stats) = STATS.get_ptr_mut(func) else {
         count(Counter::SlotMissing, 1);
         return false;

@@ -33,6 +33,7 @@
 
 mod empty;
 mod frames;
+mod keys;
 mod probes;
 mod sample;
 #[path = "store/task_local.rs"]

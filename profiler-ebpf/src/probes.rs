@@ -3,7 +3,13 @@
 
 use aya_ebpf::{
     EbpfContext,
-    helpers::{bpf_get_current_pid_tgid, generated::bpf_get_func_ip},
+    helpers::{
+        bpf_get_current_pid_tgid, bpf_probe_read_kernel,
+        generated::{
+            bpf_get_func_arg, bpf_get_func_arg_cnt, bpf_get_func_ip, bpf_get_func_ret,
+            bpf_probe_read_kernel as bpf_probe_read_kernel_raw,
+        },
+    },
     macros::{fentry, fexit, kprobe, kretprobe, map, tracepoint},
     maps::HashMap,
     programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext, TracePointContext},
@@ -12,7 +18,152 @@ use aya_ebpf::{
 use profiler_common::Counter;
 
 use crate::frames::{ReturnOf, TGIDS, config, count, enter, leave, on_exit};
+use crate::keys::{EntryContext, ExitContext};
 use crate::store;
+
+/// A kprobe at a function's entry (or at a `call`: the same registers hold the arguments).
+impl EntryContext for ProbeContext {
+    #[inline(always)]
+    fn arg(&self, n: u8) -> u64 {
+        // SAFETY: as in `kprobe_enter`: the pt_regs the kernel passed to this kprobe.
+        let regs = unsafe { &*self.regs };
+        // The x86-64 calling convention's argument registers. Copied with a helper: LLVM
+        // turns the match into one load from a computed address, and the verifier refuses
+        // any context read at a non-constant offset.
+        let register = match n {
+            0 => &regs.rdi,
+            1 => &regs.rsi,
+            2 => &regs.rdx,
+            3 => &regs.rcx,
+            4 => &regs.r8,
+            5 => &regs.r9,
+            _ => return 0,
+        };
+        // SAFETY: bpf_probe_read_kernel returns an error instead of faulting, and any 8
+        // bytes are a valid u64; `register` is a field of the valid pt_regs above.
+        unsafe { bpf_probe_read_kernel(register as *const u64) }.unwrap_or(0)
+    }
+
+    /// At a function's entry the stack pointer points at the return address. (At a call
+    /// site it does not; userspace names call-site slots' callers by their site instead.)
+    #[inline(always)]
+    fn caller(&self) -> u64 {
+        // SAFETY: as in `kprobe_enter`.
+        let sp = unsafe { (*self.regs).rsp };
+        // SAFETY: bpf_probe_read_kernel returns an error instead of faulting on a bad
+        // address, and any 8 bytes are a valid u64.
+        unsafe { bpf_probe_read_kernel(sp as *const u64) }.unwrap_or(0)
+    }
+}
+
+/// kretprobe and the call-site return kprobe: the return value is in rax.
+impl ExitContext for RetProbeContext {
+    #[inline(always)]
+    fn ret(&self) -> u64 {
+        // SAFETY: as in `kprobe_enter`: the pt_regs the kernel passed to this probe.
+        unsafe { (*self.regs).rax }
+    }
+}
+
+impl ExitContext for ProbeContext {
+    #[inline(always)]
+    fn ret(&self) -> u64 {
+        // SAFETY: as in `kprobe_enter`: the pt_regs the kernel passed to this probe.
+        unsafe { (*self.regs).rax }
+    }
+}
+
+/// fentry: arguments through `bpf_get_func_arg` (5.17+; fentry programs that use it fail to
+/// load before, and `--mode auto` falls back to kprobes).
+impl EntryContext for FEntryContext {
+    #[inline(always)]
+    fn arg(&self, n: u8) -> u64 {
+        let mut value = 0;
+        // SAFETY: the helper reads the trampoline's saved argument n of this program's own
+        // context into `value`, a valid u64, or fails (n beyond the arguments) leaving it 0.
+        unsafe { bpf_get_func_arg(self.as_ptr(), u32::from(n), &mut value) };
+        value
+    }
+
+    /// The BPF trampoline's frame: the saved argument registers (this context points at the
+    /// first), one slot for the traced function's return value (there is an fexit), the
+    /// saved rbp, then the trampoline's return address. The traced function reaches the
+    /// trampoline from its first instruction (its `__fentry__` site): by `call` on most
+    /// kernels, so that return address is back into the function and the caller's comes
+    /// next; by `jmp` on 7.x (x86 ftrace's jmp-based direct calls), so it is the caller's.
+    /// Needs `bpf_get_func_arg_cnt` and `bpf_get_func_ip` (5.17).
+    #[inline(always)]
+    fn caller(&self) -> u64 {
+        const WORDS: usize = 16;
+        // SAFETY: the helpers read the argument count and the traced function's address
+        // from this program's own context.
+        let (registers, func) = unsafe {
+            (
+                bpf_get_func_arg_cnt(self.as_ptr()) as usize,
+                bpf_get_func_ip(self.as_ptr()),
+            )
+        };
+        let mut words = [0u64; WORDS];
+        // SAFETY: bpf_probe_read_kernel copies at most `size_of_val(&words)` bytes into
+        // `words`, or fails without faulting (and `words` stays zero).
+        let read = unsafe {
+            bpf_probe_read_kernel_raw(
+                words.as_mut_ptr().cast(),
+                core::mem::size_of_val(&words) as u32,
+                self.as_ptr(),
+            )
+        };
+        if read != 0 {
+            return 0;
+        }
+        // Argument registers, the return-value slot, the saved rbp: then the return address.
+        let returns_to = words[(registers + 2) & (WORDS - 1)];
+        // Back into the function (within 16 bytes: after `call`, or `endbr64; call`)?
+        if returns_to.wrapping_sub(func) < 16 {
+            words[(registers + 3) & (WORDS - 1)]
+        } else {
+            returns_to
+        }
+    }
+}
+
+/// fexit: the return value through `bpf_get_func_ret` (5.17+, as for the arguments).
+impl ExitContext for FExitContext {
+    #[inline(always)]
+    fn ret(&self) -> u64 {
+        let mut value = 0;
+        // SAFETY: the helper writes the traced function's return value into `value`.
+        unsafe { bpf_get_func_ret(self.as_ptr(), &mut value) };
+        value
+    }
+}
+
+/// `syscalls:sys_enter_*`: after the common fields (8 bytes) and `__syscall_nr` (padded to
+/// 8), the arguments as six 8-byte fields from offset 16; `sys_exit_*` has `ret` at 16.
+const SYSCALL_FIELDS_OFFSET: usize = 16;
+
+impl EntryContext for TracePointContext {
+    #[inline(always)]
+    fn arg(&self, n: u8) -> u64 {
+        // SAFETY: `read_at` copies with bpf_probe_read, which fails instead of faulting,
+        // and any 8 bytes are a valid u64.
+        unsafe { self.read_at::<u64>(SYSCALL_FIELDS_OFFSET + 8 * usize::from(n & 7)) }.unwrap_or(0)
+    }
+
+    /// A syscall's caller is user space; userspace refuses `--by caller` with `--syscall`.
+    #[inline(always)]
+    fn caller(&self) -> u64 {
+        0
+    }
+}
+
+impl ExitContext for TracePointContext {
+    #[inline(always)]
+    fn ret(&self) -> u64 {
+        // SAFETY: as for the arguments.
+        unsafe { self.read_at::<u64>(SYSCALL_FIELDS_OFFSET) }.unwrap_or(0)
+    }
+}
 
 /// Function id for each probed kernel address beyond the first [`KPROBE_SLOTS`], which share
 /// [`kprobe_entry`] and look their id up from `bpf_get_func_ip`.
@@ -85,7 +236,7 @@ kprobe_slots!(
 pub fn kretprobe_exit(ctx: RetProbeContext) -> u32 {
     // SAFETY: as in `kprobe_enter`: the pt_regs the kernel passed to this kretprobe.
     let sp = unsafe { (*ctx.regs).rsp };
-    leave(ReturnOf::EntrySp(sp.wrapping_sub(8)));
+    leave(ReturnOf::EntrySp(sp.wrapping_sub(8)), &ctx);
     0
 }
 
@@ -96,7 +247,7 @@ pub fn kretprobe_exit(ctx: RetProbeContext) -> u32 {
 pub fn callsite_return(ctx: ProbeContext) -> u32 {
     // SAFETY: as in `kprobe_enter`: the pt_regs the kernel passed to this kprobe.
     let sp = unsafe { (*ctx.regs).rsp };
-    leave(ReturnOf::CallSite(sp));
+    leave(ReturnOf::CallSite(sp), &ctx);
     0
 }
 
@@ -111,8 +262,8 @@ macro_rules! fentry_slots {
         }
 
         #[fexit]
-        pub fn $exit(_ctx: FExitContext) -> u32 {
-            leave(ReturnOf::Func($id));
+        pub fn $exit(ctx: FExitContext) -> u32 {
+            leave(ReturnOf::Func($id), &ctx);
             0
         }
     )*};
@@ -148,8 +299,8 @@ macro_rules! syscall_slots {
         }
 
         #[tracepoint]
-        pub fn $exit(_ctx: TracePointContext) -> u32 {
-            leave(ReturnOf::Func($id));
+        pub fn $exit(ctx: TracePointContext) -> u32 {
+            leave(ReturnOf::Func($id), &ctx);
             0
         }
     )*};

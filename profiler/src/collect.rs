@@ -4,8 +4,11 @@ use aya::{
     Ebpf,
     maps::{MapData, PerCpuArray, PerCpuHashMap, StackTraceMap},
 };
+use std::collections::HashMap;
+
 use profiler_common::{
-    Counter, FuncStats, NUM_BUCKETS, NUM_COUNTERS, StackKey, StackTotals, bucket_index, names,
+    ByKey, Counter, FuncStats, NUM_BUCKETS, NUM_COUNTERS, StackKey, StackTotals, bucket_index,
+    names,
 };
 
 use crate::model::{FunctionTotals, Histogram, Losses};
@@ -19,6 +22,15 @@ pub struct Snapshot {
     pub open_frames: u64,
     /// Live tasks that have a frame stack (made a probed call), from the `LiveTasks` gauge.
     pub task_entries: u64,
+    /// `--by`: every key met so far, with its calls (all CPUs merged).
+    pub keys: Vec<KeyTotals>,
+}
+
+/// One `--by` key's calls.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KeyTotals {
+    pub key: ByKey,
+    pub totals: FunctionTotals,
 }
 
 /// Merges the per-CPU copies of one function's stats.
@@ -79,6 +91,7 @@ pub fn snapshot(ebpf: &Ebpf, functions: usize) -> anyhow::Result<Snapshot> {
         }
         snapshot.functions.push(totals);
     }
+    snapshot.keys = keys(ebpf, &stats, &hist, (functions as u32).max(1))?;
     for (index, slot) in snapshot.counters.iter_mut().enumerate() {
         // Wrapping: a gauge's per-CPU parts are +1s and -ns that only make sense summed.
         *slot = counters_map
@@ -90,6 +103,69 @@ pub fn snapshot(ebpf: &Ebpf, functions: usize) -> anyhow::Result<Snapshot> {
     snapshot.open_frames = gauge(snapshot.counter(Counter::OpenFrames));
     snapshot.task_entries = gauge(snapshot.counter(Counter::LiveTasks));
     Ok(snapshot)
+}
+
+/// Reads the `--by` keys: each CPU keeps a key's calls in its own slot (`KEY_SLOTS` holds
+/// slot + 1 per CPU, 0 where that CPU never met the key), slot `s` being function slot
+/// `base + s` of `STATS` and `HIST` on that CPU only.
+fn keys(
+    ebpf: &Ebpf,
+    stats: &PerCpuArray<&MapData, FuncStats>,
+    hist: &PerCpuArray<&MapData, u64>,
+    base: u32,
+) -> anyhow::Result<Vec<KeyTotals>> {
+    use anyhow::Context as _;
+    let Some(map) = ebpf.map(names::KEY_SLOTS) else {
+        return Ok(Vec::new());
+    };
+    let slots: PerCpuHashMap<&MapData, ByKey, u32> = PerCpuHashMap::try_from(map)?;
+    // A slot's per-CPU values, read once however many keys use that slot number.
+    let mut stats_of: HashMap<u32, Vec<FuncStats>> = HashMap::new();
+    let mut hist_of: HashMap<u32, Vec<u64>> = HashMap::new();
+    let mut keys = Vec::new();
+    for entry in slots.iter() {
+        let (key, per_cpu) = entry.context("reading KEY_SLOTS")?;
+        let mut parts: Vec<(usize, u32, FuncStats)> = Vec::new();
+        for (cpu, &slot) in per_cpu.iter().enumerate() {
+            if slot == 0 {
+                continue;
+            }
+            let index = base + slot - 1;
+            let all_cpus = match stats_of.entry(index) {
+                std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
+                std::collections::hash_map::Entry::Vacant(slot) => {
+                    let values = stats.get(&index, 0).context("reading STATS")?;
+                    slot.insert(values.iter().copied().collect())
+                }
+            };
+            if let Some(&part) = all_cpus.get(cpu) {
+                parts.push((cpu, index, part));
+            }
+        }
+        let mut totals = merge_stats(parts.iter().map(|(_, _, part)| part));
+        for (cpu, index, part) in &parts {
+            if part.count == 0 {
+                continue;
+            }
+            for bucket in occupied_buckets(part.min_ns, part.max_ns) {
+                let at = index * NUM_BUCKETS + bucket;
+                let all_cpus = match hist_of.entry(at) {
+                    std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(slot) => {
+                        let values = hist.get(&at, 0).context("reading HIST")?;
+                        slot.insert(values.iter().copied().collect())
+                    }
+                };
+                let count = all_cpus.get(*cpu).copied().unwrap_or(0);
+                totals.histogram.add_bucket(bucket, count);
+            }
+        }
+        if totals.count > 0 {
+            keys.push(KeyTotals { key, totals });
+        }
+    }
+    keys.sort_by_key(|k| k.key);
+    Ok(keys)
 }
 
 /// A gauge's wrapped sum as a count. The per-CPU parts are read one after another, so a frame
@@ -116,6 +192,7 @@ impl Snapshot {
             stacks_lost: self.counter(Counter::StackLost),
             stack_totals_full: self.counter(Counter::StackTotalsFull),
             untraced_children: self.counter(Counter::ProcessTreeFull),
+            keys_full: self.counter(Counter::KeysFull),
         }
     }
 
@@ -135,11 +212,26 @@ impl Snapshot {
         for (slot, before) in counters.iter_mut().zip(earlier.counters) {
             *slot = slot.saturating_sub(before);
         }
+        let earlier_keys: HashMap<ByKey, &FunctionTotals> =
+            earlier.keys.iter().map(|k| (k.key, &k.totals)).collect();
+        let keys = self
+            .keys
+            .iter()
+            .map(|now| KeyTotals {
+                key: now.key,
+                totals: match earlier_keys.get(&now.key) {
+                    Some(before) => now.totals.since(before),
+                    None => now.totals.clone(),
+                },
+            })
+            .filter(|k| k.totals.count > 0)
+            .collect();
         Snapshot {
             functions,
             counters,
             open_frames: self.open_frames,
             task_entries: self.task_entries,
+            keys,
         }
     }
 }

@@ -14,8 +14,10 @@ use tokio::task::JoinHandle;
 
 use crate::attach::{self, AttachedMode, Mode, ProbeConfig, TracepointOffsets};
 use crate::collect::Snapshot;
+use crate::flame::KernelSymbolizer;
 use crate::model::{
-    CallerRecord, FunctionRecord, FunctionTotals, Recording, SCHEMA_VERSION, TaskStore,
+    ByField, CallerRecord, FunctionRecord, FunctionTotals, KeyRecord, KeySpec, Recording,
+    SCHEMA_VERSION, TaskStore,
 };
 use crate::progress::Progress;
 use crate::resolve::callsites::{CallSite, KernelCode};
@@ -40,6 +42,10 @@ pub struct ProbeSpec {
     pub calibrate: bool,
     /// Only call sites in callers matching this glob (call-site mode).
     pub callers: Option<String>,
+    /// `--by`: the fields each call is also keyed by (empty: none).
+    pub by: KeySpec,
+    /// `--by`: distinct keys each CPU keeps.
+    pub max_keys: u32,
     pub filter: FilterSpec,
 }
 
@@ -97,6 +103,55 @@ pub struct Attached {
     pub task_store: TaskStore,
     /// Calibrated probe overhead per call (ns), unless skipped or not measurable.
     pub overhead: Option<f64>,
+    /// How the `--by` keys read.
+    pub keys: KeyNames,
+}
+
+/// How `--by` keys read in a report: the fields, and the kernel's symbols to name callers.
+#[derive(Debug, Default)]
+pub struct KeyNames {
+    pub spec: KeySpec,
+    symbols: Option<KernelSymbolizer>,
+}
+
+impl KeyNames {
+    /// Reads the kernel's symbols when callers are to be named.
+    pub fn new(spec: KeySpec) -> anyhow::Result<Self> {
+        let symbols = if spec.fields().contains(&ByField::Caller) {
+            Some(KernelSymbolizer::from_system().context("--by caller names callers")?)
+        } else {
+            None
+        };
+        Ok(Self { spec, symbols })
+    }
+
+    /// The printed values of `key`. A call-site slot's caller is its site (its kprobe sits
+    /// on the `call`, where the stack holds no return address of this call).
+    fn values(&self, key: &profiler_common::ByKey, site: Option<&str>) -> Vec<String> {
+        self.spec
+            .fields()
+            .iter()
+            .zip(key.values)
+            .map(|(&field, raw)| match field {
+                ByField::Caller => match (site, &self.symbols) {
+                    (Some(site), _) => site.to_owned(),
+                    (None, Some(symbols)) => match symbols.symbolize(raw) {
+                        Some((name, offset, None)) => format!("{name}+{offset:#x}"),
+                        Some((name, offset, Some(module))) => {
+                            format!("{name}+{offset:#x} [{module}]")
+                        }
+                        None => format!("{raw:#x}"),
+                    },
+                    (None, None) => format!("{raw:#x}"),
+                },
+                ByField::Comm => {
+                    let end = key.comm.iter().position(|&b| b == 0).unwrap_or(16);
+                    String::from_utf8_lossy(&key.comm[..end]).into_owned()
+                }
+                other => other.describe(raw),
+            })
+            .collect()
+    }
 }
 
 /// Fails unless the run names either processes (`-p`) or a command, not both.
@@ -118,6 +173,12 @@ pub fn validate(spec: &SessionSpec) -> anyhow::Result<Filters> {
         bail!("--fn and --syscall cannot be combined in one run");
     }
     check_processes(&probe.filter.pids, &spec.command)?;
+    if !probe.syscalls.is_empty() && probe.by.fields().contains(&ByField::Caller) {
+        bail!("--by caller needs --fn: a syscall's caller is user space");
+    }
+    if !probe.by.is_empty() && probe.max_keys == 0 {
+        bail!("--max-keys must be at least 1");
+    }
     validate_filters(&probe.filter)
 }
 
@@ -263,7 +324,10 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
         sampling: false,
         stack_map_size: spec.stack_map_size,
         offsets,
+        by: probe.by.codes(),
+        max_keys: probe.max_keys,
     };
+    let keys = KeyNames::new(probe.by.clone())?;
     let attach::Loaded {
         mut ebpf,
         task_store,
@@ -330,6 +394,7 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
         mode,
         task_store,
         overhead,
+        keys,
     })
 }
 
@@ -552,28 +617,39 @@ pub struct Session<'a> {
     pub overhead: Option<f64>,
     pub off_cpu: bool,
     pub command: &'a [String],
+    pub keys: &'a KeyNames,
 }
 
 impl Session<'_> {
     /// A recording of `snapshot` (cumulative or one run's delta) over `elapsed`.
     pub fn recording(&self, snapshot: &Snapshot, elapsed: Duration) -> Recording {
         let mut functions = Vec::new();
-        let mut slots = self.probed.iter().zip(&snapshot.functions).peekable();
-        while let Some((probed, totals)) = slots.next() {
+        let mut slots = self
+            .probed
+            .iter()
+            .zip(&snapshot.functions)
+            .enumerate()
+            .peekable();
+        while let Some((first, (probed, totals))) = slots.next() {
             let Some(site) = &probed.site else {
-                functions.push(self.function(probed, totals));
+                let mut record = self.function(probed, totals);
+                self.add_keys(&mut record, snapshot, first..first + 1);
+                functions.push(record);
                 continue;
             };
             // The function's other call sites follow: one record for all, one row each.
             let mut all = totals.clone();
             let mut sites = vec![(site, totals)];
-            while let Some((next, more)) =
-                slots.next_if(|(next, _)| next.site.is_some() && next.symbol == probed.symbol)
+            let mut last = first;
+            while let Some((index, (next, more))) =
+                slots.next_if(|(_, (next, _))| next.site.is_some() && next.symbol == probed.symbol)
             {
                 all.absorb(more);
                 sites.extend(next.site.as_ref().map(|site| (site, more)));
+                last = index;
             }
             let mut record = self.function(probed, &all);
+            self.add_keys(&mut record, snapshot, first..last + 1);
             record.callers = sites
                 .into_iter()
                 .map(|(site, totals)| {
@@ -592,6 +668,7 @@ impl Session<'_> {
             mode: self.mode_label(),
             task_store: Some(self.task_store),
             duration_ns: elapsed.as_nanos() as u64,
+            by: self.keys.spec.names(),
             command: self.command.to_vec(),
             functions,
             losses: snapshot.losses(),
@@ -630,6 +707,53 @@ impl Session<'_> {
             format!("{}+callsite", self.mode.as_str())
         } else {
             self.mode.as_str().to_owned()
+        }
+    }
+
+    /// The `--by` rows of the function whose slots are `slots`, busiest first: equal keys
+    /// of its call sites merged. `--by caller` alone fills the per-caller table instead
+    /// (call-site functions have theirs already).
+    fn add_keys(
+        &self,
+        record: &mut FunctionRecord,
+        snapshot: &Snapshot,
+        slots: std::ops::Range<usize>,
+    ) {
+        if self.keys.spec.is_empty() {
+            return;
+        }
+        let mut merged: Vec<(Vec<String>, FunctionTotals)> = Vec::new();
+        for keyed in &snapshot.keys {
+            let slot = keyed.key.func as usize;
+            if !slots.contains(&slot) {
+                continue;
+            }
+            let site = self.probed[slot].site.as_deref();
+            let values = self.keys.values(&keyed.key, site);
+            match merged.iter_mut().find(|(known, _)| *known == values) {
+                Some((_, totals)) => totals.absorb(&keyed.totals),
+                None => merged.push((values, keyed.totals.clone())),
+            }
+        }
+        let probed = &self.probed[slots.start];
+        let mut rows: Vec<KeyRecord> = merged
+            .into_iter()
+            .map(|(values, totals)| KeyRecord::of(values, &self.function(probed, &totals)))
+            .collect();
+        rows.sort_by(|a, b| b.sum_ns.cmp(&a.sum_ns).then_with(|| a.key.cmp(&b.key)));
+        if !self.keys.spec.is_caller_only() {
+            record.keys = rows;
+        } else if record.callers.is_empty() {
+            record.callers = rows
+                .into_iter()
+                .map(|row| CallerRecord {
+                    site: row.label(),
+                    count: row.count,
+                    sum_ns: row.sum_ns,
+                    p50_ns: row.p50_ns,
+                    p99_ns: row.p99_ns,
+                })
+                .collect();
         }
     }
 
@@ -734,6 +858,7 @@ mod tests {
             overhead: Some(12.5),
             off_cpu: false,
             command: &command,
+            keys: &KeyNames::default(),
         };
         let recording = session.recording(&snapshot, Duration::from_millis(2));
         assert_eq!(
@@ -798,6 +923,7 @@ mod tests {
             overhead: None,
             off_cpu: false,
             command: &[],
+            keys: &KeyNames::default(),
         };
         let recording = session.recording(&snapshot, Duration::from_secs(1));
         assert_eq!(recording.functions.len(), 2);

@@ -10,6 +10,7 @@ use profiler::model::{FunctionRecord, FunctionTotals, Losses, Recording, SCHEMA_
 fn recording(values: &[u64]) -> Recording {
     Recording {
         schema_version: SCHEMA_VERSION,
+        by: Vec::new(),
         tool: "hotprof test".into(),
         kernel: "6.12.0".into(),
         mode: "fentry".into(),

@@ -10,7 +10,7 @@ use aya::{
 };
 use profiler::attach::{ProbeConfig, load, load_object};
 use profiler::model::TaskStore;
-use profiler_common::{FENTRY_SLOTS, KPROBE_SLOTS, SYSCALL_SLOTS};
+use profiler_common::{FENTRY_SLOTS, KPROBE_SLOTS, SYSCALL_SLOTS, keys::field};
 
 fn config() -> ProbeConfig {
     ProbeConfig {
@@ -21,13 +21,38 @@ fn config() -> ProbeConfig {
 }
 
 fn load_store(store: TaskStore) -> Ebpf {
-    load_object(&config(), store)
+    load_store_with(&config(), store)
+}
+
+fn load_store_with(config: &ProbeConfig, store: TaskStore) -> Ebpf {
+    load_object(config, store)
         .unwrap_or_else(|e| panic!("maps of the {store:?} object are not created: {e}"))
+}
+
+/// `--by` with every field kind across three runs' keys: the keyed paths are only verified
+/// when their fields are set (unset, the verifier prunes them as dead code).
+fn keyed_configs() -> Vec<ProbeConfig> {
+    [
+        [field::CALLER, field::ARG_LOG2 | 2, field::ERRNO],
+        [field::COMM, field::RET, field::ARG | 5],
+        [field::CPU, field::PID, field::CGROUP],
+    ]
+    .into_iter()
+    .map(|by| ProbeConfig {
+        by,
+        max_keys: 16,
+        ..config()
+    })
+    .collect()
 }
 
 /// Loads every program of the object whose per-task state is in `store`; returns their names.
 fn load_every_program(store: TaskStore) -> Vec<String> {
-    let mut ebpf = load_store(store);
+    load_every_program_with(&config(), store)
+}
+
+fn load_every_program_with(config: &ProbeConfig, store: TaskStore) -> Vec<String> {
+    let mut ebpf = load_store_with(config, store);
     let mut loaded = Vec::new();
     let kprobes = ["kprobe_entry", "kretprobe_exit", "callsite_return"]
         .map(str::to_string)
@@ -107,6 +132,21 @@ fn every_program_of_the_hash_map_object_passes_the_verifier() {
         loaded.len(),
         8 + KPROBE_SLOTS as usize + 2 * SYSCALL_SLOTS as usize
     );
+}
+
+#[test]
+#[ignore = "needs root: loads programs into the running kernel"]
+fn every_program_passes_the_verifier_with_by_keys() {
+    for config in keyed_configs() {
+        for store in [TaskStore::TaskStorage, TaskStore::HashMap] {
+            let loaded = load_every_program_with(&config, store);
+            assert!(
+                loaded.len() > KPROBE_SLOTS as usize,
+                "{store:?} {:?}",
+                config.by
+            );
+        }
+    }
 }
 
 /// A kernel with task storage and BTF (this one) gets the task-storage object.

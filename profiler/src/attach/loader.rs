@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use aya::{Ebpf, EbpfError, EbpfLoader, maps::MapError};
-use profiler_common::{NUM_BUCKETS, StackCapture, names};
+use profiler_common::{BY_FIELDS_MAX, NUM_BUCKETS, StackCapture, names};
 
 use super::{TracepointOffsets, one_line};
 use crate::model::TaskStore;
@@ -41,6 +41,17 @@ pub struct ProbeConfig {
     /// Distinct stacks the stack maps hold.
     pub stack_map_size: u32,
     pub offsets: Option<TracepointOffsets>,
+    /// `--by`: the key's field codes (all zero: no keys).
+    pub by: [u8; BY_FIELDS_MAX],
+    /// `--by`: key slots per CPU.
+    pub max_keys: u32,
+}
+
+impl ProbeConfig {
+    /// Histogram slots of the `--by` keys, which follow the functions' in `STATS`/`HIST`.
+    pub fn key_slots(&self) -> u32 {
+        if self.by[0] == 0 { 0 } else { self.max_keys }
+    }
 }
 
 /// A loaded object and where its probes keep per-task state.
@@ -131,6 +142,12 @@ fn lacks_task_storage(error: &EbpfError) -> bool {
 /// configuration.
 pub fn load_object(config: &ProbeConfig, store: TaskStore) -> Result<Ebpf, EbpfError> {
     let functions = config.functions.max(1);
+    // Function slots, then the key slots (`--by`).
+    let slots = functions + config.key_slots();
+    let key_base = functions;
+    // Every CPU may meet every key; the entry of a key another CPU met holds 0 for this one.
+    let cpus = aya::util::nr_cpus().map_or(1, |n| n as u32);
+    let key_entries = (config.key_slots() * cpus).max(1);
     let filter_tgids = u8::from(config.filter_tgids);
     let tid = config.tid.unwrap_or(0);
     let exclude = config.exclude_tgid.unwrap_or(0);
@@ -161,8 +178,12 @@ pub fn load_object(config: &ProbeConfig, store: TaskStore) -> Result<Ebpf, EbpfE
         .override_global("TRACK_OFF_CPU", &off_cpu, true)
         .override_global("CAPTURE_STACKS", &capture_stacks, true)
         .override_global("FORK_CHILD_PID_OFFSET", &child_pid, true)
-        .map_max_entries(names::STATS, functions)
-        .map_max_entries(names::HIST, functions * NUM_BUCKETS)
+        .override_global("BY_FIELDS", &config.by, true)
+        .override_global("MAX_KEYS", &config.max_keys, true)
+        .override_global("KEY_SLOT_BASE", &key_base, true)
+        .map_max_entries(names::STATS, slots)
+        .map_max_entries(names::HIST, slots * NUM_BUCKETS)
+        .map_max_entries(names::KEY_SLOTS, key_entries)
         .map_max_entries(names::FUNC_IPS, functions * 2)
         .map_max_entries(
             names::STACKS,

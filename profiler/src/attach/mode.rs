@@ -399,6 +399,15 @@ fn attach_kprobes(
         links.0.push(take(entry.take_link(id))?);
         Ok::<_, AttachError>(())
     };
+    // Returns first: the kernel runs the handlers of probes on one address newest first, so
+    // each entry kprobe, registered after its kretprobe, sees the return address before the
+    // kretprobe swaps it for its trampoline (`--by caller` reads it). A call entered in
+    // between has its return counted as unmatched, like any call in flight at attach.
+    let exit = load_kprobe(ebpf, "kretprobe_exit")?;
+    for (done, target) in targets.iter().enumerate() {
+        attach(exit, target, &mut links)?;
+        progress.attaching("kretprobes", done + 1, targets.len());
+    }
     for (id, target) in slotted.iter().enumerate() {
         let entry = load_kprobe(ebpf, &format!("kprobe_{id}"))?;
         attach(entry, target, &mut links)?;
@@ -421,11 +430,6 @@ fn attach_kprobes(
             attach(entry, target, &mut links)?;
             progress.attaching("kprobes", slotted.len() + done + 1, targets.len());
         }
-    }
-    let exit = load_kprobe(ebpf, "kretprobe_exit")?;
-    for (done, target) in targets.iter().enumerate() {
-        attach(exit, target, &mut links)?;
-        progress.attaching("kretprobes", done + 1, targets.len());
     }
     Ok(links)
 }

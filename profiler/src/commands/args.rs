@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use clap::Args;
 
+use profiler_common::DEFAULT_MAX_KEYS;
+
 use crate::attach::Mode;
+use crate::model::{ByError, ByField, KeySpec};
 use crate::session::{FilterSpec, ProbeSpec};
 use crate::units::parse_duration;
 
@@ -41,6 +44,18 @@ pub struct ProbeArgs {
     /// has hundreds).
     #[arg(long, value_name = "GLOB")]
     pub callers: Option<String>,
+
+    /// Also break each function's calls down by KEY, with a histogram per key value:
+    /// argN or argN:log2 (N = 0..5), ret, errno, caller, cpu, pid, tid, comm, cgroup.
+    /// Repeat or comma-separate to combine up to 3 (`--by arg2:log2,errno`).
+    /// Example: `hotprof --fn vfs_write --by arg2:log2 -- dd if=/dev/zero of=/dev/null bs=4k`.
+    #[arg(long = "by", value_name = "KEY", value_delimiter = ',', value_parser = parse_by_field)]
+    pub by: Vec<ByField>,
+
+    /// Distinct --by key values kept per CPU; calls of further values are counted as losses.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_KEYS,
+          value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub max_keys: u32,
 
     #[command(flatten)]
     pub filter: FilterArgs,
@@ -90,17 +105,25 @@ pub struct FilterArgs {
     pub cpu: Option<u32>,
 }
 
+/// `--by` values: the domain's own parser, whose errors name the bad key.
+fn parse_by_field(text: &str) -> Result<ByField, ByError> {
+    text.parse()
+}
+
 impl ProbeArgs {
-    pub fn to_spec(&self) -> ProbeSpec {
-        ProbeSpec {
+    /// The spec, or the one-line reason the `--by` key cannot be used.
+    pub fn to_spec(&self) -> anyhow::Result<ProbeSpec> {
+        Ok(ProbeSpec {
             functions: self.functions.clone(),
             syscalls: self.syscalls.clone(),
             mode: self.mode.into(),
             min_latency: self.min_latency,
             calibrate: !self.no_calibrate,
             callers: self.callers.clone(),
+            by: KeySpec::new(self.by.clone())?,
+            max_keys: self.max_keys,
             filter: self.filter.to_spec(),
-        }
+        })
     }
 }
 

@@ -126,14 +126,14 @@ impl RecordArgs {
 
 impl RecordArgs {
     /// The session this command runs.
-    pub fn session_spec(&self) -> SessionSpec {
-        SessionSpec {
-            probe: self.probe.to_spec(),
+    pub fn session_spec(&self) -> anyhow::Result<SessionSpec> {
+        Ok(SessionSpec {
+            probe: self.probe.to_spec()?,
             off_cpu: self.off_cpu,
             stacks: self.stack_capture(),
             stack_map_size: self.stack_map_size,
             command: self.command.clone(),
-        }
+        })
     }
 
     fn stack_capture(&self) -> StackCapture {
@@ -181,7 +181,7 @@ fn check_options(args: &RecordArgs) -> anyhow::Result<()> {
 
 /// Runs a recording; returns the process exit code (the workload's, when there is one).
 pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
-    let spec = args.session_spec();
+    let spec = args.session_spec()?;
     let filter = validate(&args, &spec)?;
     let Attached {
         mut ebpf,
@@ -191,6 +191,7 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
         mode,
         task_store,
         overhead,
+        keys,
     } = session::attach(&spec, filter)?;
     let follow = !args.command.is_empty();
 
@@ -201,6 +202,7 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
         overhead,
         off_cpu: args.off_cpu,
         command: &args.command,
+        keys: &keys,
     };
     let mut signals = Signals::new()?;
     let started = Instant::now();
@@ -580,10 +582,10 @@ mod tests {
     #[test]
     fn the_session_is_checked_before_the_options() {
         let nothing = args(&["--runs", "3"]);
-        let spec = nothing.session_spec();
+        let spec = nothing.session_spec().unwrap();
         assert!(error(validate(&nothing, &spec)).starts_with("nothing to measure"));
         let runs = args(&["--fn", "vfs_read", "--runs", "3"]);
-        let spec = runs.session_spec();
+        let spec = runs.session_spec().unwrap();
         assert_eq!(
             error(validate(&runs, &spec)),
             "--runs needs a workload command after --"

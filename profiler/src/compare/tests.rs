@@ -72,6 +72,7 @@ fn recording(functions: &[(&str, Shape)], seed: u64) -> Recording {
     }
     Recording {
         schema_version: SCHEMA_VERSION,
+        by: Vec::new(),
         tool: "hotprof test".into(),
         kernel: "6.12.0".into(),
         mode: "fentry".into(),

@@ -207,6 +207,7 @@ mod tests {
         );
         Recording {
             schema_version: SCHEMA_VERSION,
+            by: Vec::new(),
             tool: "hotprof 0.1.0".into(),
             kernel: "6.1.0-<script>".into(),
             mode: "kprobe".into(),

@@ -600,6 +600,7 @@ mod tests {
         let function = FunctionRecord::from_aggregates("f".into(), "f.isra.0".into(), &totals);
         Recording {
             schema_version: crate::model::SCHEMA_VERSION,
+            by: Vec::new(),
             tool: "hotprof 0.1.0".into(),
             kernel: "6.1.0-\"weird\"\\".into(),
             mode: "kprobe".into(),

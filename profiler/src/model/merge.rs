@@ -51,6 +51,7 @@ impl Losses {
             stacks_lost,
             stack_totals_full,
             untraced_children,
+            keys_full,
         } = other;
         self.depth_exceeded += depth_exceeded;
         self.task_map_full += task_map_full;
@@ -62,6 +63,7 @@ impl Losses {
         self.stacks_lost += stacks_lost;
         self.stack_totals_full += stack_totals_full;
         self.untraced_children += untraced_children;
+        self.keys_full += keys_full;
     }
 }
 
@@ -160,6 +162,7 @@ mod tests {
     fn recording(functions: Vec<FunctionRecord>, dropped: u64) -> Recording {
         Recording {
             schema_version: super::super::SCHEMA_VERSION,
+            by: Vec::new(),
             tool: "hotprof test".into(),
             kernel: "6.12.0".into(),
             mode: "kprobe".into(),

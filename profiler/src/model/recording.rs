@@ -1,7 +1,8 @@
 //! A recording: what one hotprof run measured, in the versioned schema `--json` writes.
 //!
-//! Schema (version 1), documented in `docs/json-schema.md`:
-//! - `schema_version`: 1; readers refuse other versions.
+//! Schema (version 2), documented in `docs/json-schema.md`:
+//! - `schema_version`: 2; version 1 files (before `--by`) are read too, other versions
+//!   refused.
 //! - `functions[].buckets`: the raw log-linear histogram as `[lower_ns, upper_ns, count]`
 //!   triples, so recordings can be merged and compared without loss.
 //! - Derived fields (`p50_ns`, `stddev_ns`, …) are for convenience; the buckets and sums are
@@ -13,7 +14,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{FunctionTotals, Histogram};
 
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
+/// Older versions this hotprof still reads: 1 has no `by`/`functions[].keys`.
+pub const READABLE_SCHEMA_VERSIONS: [u32; 2] = [1, SCHEMA_VERSION];
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Recording {
@@ -30,6 +33,9 @@ pub struct Recording {
     pub task_store: Option<TaskStore>,
     /// Wall time the probes were attached.
     pub duration_ns: u64,
+    /// `--by`: the key's fields, as spelled (`arg2:log2`, `errno`); empty without `--by`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by: Vec<String>,
     /// The workload command, when hotprof ran one.
     #[serde(default)]
     pub command: Vec<String>,
@@ -178,6 +184,44 @@ pub struct FunctionRecord {
     /// Per call site, busiest first (call-site mode): which caller pays for the calls.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub callers: Vec<CallerRecord>,
+    /// Per `--by` key value, by total time: which arguments, returns or tasks pay.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keys: Vec<KeyRecord>,
+}
+
+/// One `--by` key value's part of a function's calls.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct KeyRecord {
+    /// The value of each field, in `Recording::by` order, as printed (`[4096, 8192)`,
+    /// `ENOENT`, `dd`, `vfs_write+0x8e`).
+    pub key: Vec<String>,
+    pub count: u64,
+    pub sum_ns: u64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+    /// `[lower_ns, upper_ns, count]` for every non-empty bucket, as for the function.
+    pub buckets: Vec<[u64; 3]>,
+}
+
+impl KeyRecord {
+    /// The key's values, one string: `[4096, 8192) ENOENT`.
+    pub fn label(&self) -> String {
+        self.key.join(" ")
+    }
+
+    /// The key value's figures, from its own record.
+    pub fn of(key: Vec<String>, record: &FunctionRecord) -> Self {
+        Self {
+            key,
+            count: record.count,
+            sum_ns: record.sum_ns,
+            p50_ns: record.p50_ns,
+            p99_ns: record.p99_ns,
+            max_ns: record.max_ns,
+            buckets: record.buckets.clone(),
+        }
+    }
 }
 
 /// One call site's part of a function's calls.
@@ -234,6 +278,10 @@ pub struct Losses {
     /// their calls were not timed.
     #[serde(default)]
     pub untraced_children: u64,
+    /// `--by`: calls timed for their function but left out of the per-key rows (no free key
+    /// slot: raise `--max-keys`).
+    #[serde(default)]
+    pub keys_full: u64,
 }
 
 impl Losses {
@@ -313,6 +361,7 @@ impl FunctionRecord {
                 .map(|(lower, upper, count)| [lower, upper, count])
                 .collect(),
             callers: Vec::new(),
+            keys: Vec::new(),
         }
     }
 }
@@ -329,7 +378,7 @@ pub enum LoadError {
     Empty { path: String },
     #[error("{path} is not a hotprof recording: {reason}")]
     Corrupt { path: String, reason: String },
-    #[error("{path} has schema version {found}; this hotprof reads version {SCHEMA_VERSION}")]
+    #[error("{path} has schema version {found}; this hotprof reads versions 1 to {SCHEMA_VERSION}")]
     Version { path: String, found: u64 },
     #[error("{path} is inconsistent: {reason}")]
     Inconsistent { path: String, reason: String },
@@ -370,7 +419,10 @@ pub fn parse_recording(data: &[u8], shown: &str) -> Result<Recording, LoadError>
         .get("schema_version")
         .and_then(serde_json::Value::as_u64)
     {
-        Some(v) if v == SCHEMA_VERSION as u64 => {}
+        Some(v)
+            if READABLE_SCHEMA_VERSIONS
+                .iter()
+                .any(|&known| u64::from(known) == v) => {}
         Some(found) => {
             return Err(LoadError::Version {
                 path: shown.into(),
@@ -420,6 +472,7 @@ mod tests {
     fn sample() -> Recording {
         Recording {
             schema_version: SCHEMA_VERSION,
+            by: Vec::new(),
             tool: "hotprof test".into(),
             kernel: "6.12.0".into(),
             mode: "kprobe".into(),

@@ -29,6 +29,7 @@ pub fn render_recording(recording: &Recording) -> String {
     for function in &recording.functions {
         out.push('\n');
         out.push_str(&render_function(function));
+        out.push_str(&render_keys(function, &recording.by));
     }
     out.push('\n');
     out.push_str(&render_losses(&recording.losses));
@@ -117,23 +118,79 @@ pub fn render_function(f: &FunctionRecord) -> String {
     out
 }
 
-/// Call sites most shown: the rest are summed in one row so a function with hundreds of
-/// callers stays readable (the JSON keeps every site).
-const CALLER_ROWS: usize = 20;
+/// Rows most shown per breakdown: the rest are summed in one row so a function with hundreds
+/// of callers or keys stays readable (the JSON keeps every row).
+const BREAKDOWN_ROWS: usize = 20;
 
-/// The per-call-site table (call-site mode): calls, p50, p99 and share of the total time.
+/// One row of a breakdown table: its label columns and its calls.
+struct BreakdownRow<'a> {
+    labels: Vec<&'a str>,
+    count: u64,
+    sum_ns: u64,
+    p50_ns: u64,
+    p99_ns: u64,
+}
+
+/// The per-call-site table (call-site mode, `--by caller`): calls, p50, p99 and share of the
+/// total time.
 fn render_callers(f: &FunctionRecord) -> String {
-    if f.callers.is_empty() {
+    let rows = f.callers.iter().map(|c| BreakdownRow {
+        labels: vec![c.site.as_str()],
+        count: c.count,
+        sum_ns: c.sum_ns,
+        p50_ns: c.p50_ns,
+        p99_ns: c.p99_ns,
+    });
+    render_breakdown(f, &["call site"], rows.collect(), "sites")
+}
+
+/// The `--by` table: a column per key field, then calls, p50, p99 and share of the time.
+fn render_keys(f: &FunctionRecord, by: &[String]) -> String {
+    if f.keys.is_empty() {
         return String::new();
     }
-    let width = f
-        .callers
+    let header: Vec<&str> = by.iter().map(String::as_str).collect();
+    let rows = f.keys.iter().map(|k| BreakdownRow {
+        labels: k.key.iter().map(String::as_str).collect(),
+        count: k.count,
+        sum_ns: k.sum_ns,
+        p50_ns: k.p50_ns,
+        p99_ns: k.p99_ns,
+    });
+    let mut out = format!("  by {}:\n", by.join(", "));
+    out.push_str(&render_breakdown(f, &header, rows.collect(), "keys"));
+    out
+}
+
+fn render_breakdown(
+    f: &FunctionRecord,
+    header: &[&str],
+    rows: Vec<BreakdownRow<'_>>,
+    noun: &str,
+) -> String {
+    if rows.is_empty() {
+        return String::new();
+    }
+    let rest = &rows[rows.len().min(BREAKDOWN_ROWS)..];
+    let more = format!("{} more {noun}", rest.len());
+    let widths: Vec<usize> = header
         .iter()
-        .take(CALLER_ROWS)
-        .map(|c| c.site.len())
-        .max()
-        .unwrap_or(0)
-        .max("call site".len());
+        .enumerate()
+        .map(|(column, title)| {
+            let widest = rows
+                .iter()
+                .take(BREAKDOWN_ROWS)
+                .map(|row| row.labels.get(column).map_or(0, |l| l.chars().count()))
+                .max()
+                .unwrap_or(0);
+            let more = if column == 0 && !rest.is_empty() {
+                more.len()
+            } else {
+                0
+            };
+            widest.max(title.len()).max(more)
+        })
+        .collect();
     let share = |sum_ns: u64| {
         if f.sum_ns > 0 {
             100.0 * sum_ns as f64 / f.sum_ns as f64
@@ -141,31 +198,47 @@ fn render_callers(f: &FunctionRecord) -> String {
             0.0
         }
     };
+    let labels = |texts: &[&str]| -> String {
+        widths
+            .iter()
+            .enumerate()
+            .map(|(column, &width)| format!("{:<width$}", texts.get(column).copied().unwrap_or("")))
+            .collect::<Vec<_>>()
+            .join("  ")
+    };
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "  {:<width$}  {:>10}  {:>9}  {:>9}  {:>6}",
-        "call site", "calls", "p50", "p99", "time"
+        "  {}  {:>10}  {:>9}  {:>9}  {:>6}",
+        labels(header),
+        "calls",
+        "p50",
+        "p99",
+        "time"
     );
-    for caller in f.callers.iter().take(CALLER_ROWS) {
+    for row in rows.iter().take(BREAKDOWN_ROWS) {
+        let (p50, p99) = if row.count == 0 {
+            ("-".to_string(), "-".to_string())
+        } else {
+            (format_ns(row.p50_ns as f64), format_ns(row.p99_ns as f64))
+        };
         let _ = writeln!(
             out,
-            "  {:<width$}  {:>10}  {:>9}  {:>9}  {:>5.1}%",
-            caller.site,
-            caller.count,
-            format_ns(caller.p50_ns as f64),
-            format_ns(caller.p99_ns as f64),
-            share(caller.sum_ns),
+            "  {}  {:>10}  {:>9}  {:>9}  {:>5.1}%",
+            labels(&row.labels),
+            row.count,
+            p50,
+            p99,
+            share(row.sum_ns),
         );
     }
-    let rest = &f.callers[f.callers.len().min(CALLER_ROWS)..];
     if !rest.is_empty() {
-        let calls: u64 = rest.iter().map(|c| c.count).sum();
-        let sum_ns: u64 = rest.iter().map(|c| c.sum_ns).sum();
+        let calls: u64 = rest.iter().map(|r| r.count).sum();
+        let sum_ns: u64 = rest.iter().map(|r| r.sum_ns).sum();
         let _ = writeln!(
             out,
-            "  {:<width$}  {:>10}  {:>9}  {:>9}  {:>5.1}%",
-            format!("{} more sites", rest.len()),
+            "  {}  {:>10}  {:>9}  {:>9}  {:>5.1}%",
+            labels(&[more.as_str()]),
             calls,
             "",
             "",
@@ -265,6 +338,10 @@ pub fn render_losses(losses: &Losses) -> String {
             "child processes not traced: process-tree map full",
         ),
         (
+            losses.keys_full,
+            "calls left out of the --by rows (raise --max-keys)",
+        ),
+        (
             losses.unmatched_returns,
             "returns of calls already in flight at attach (not timed)",
         ),
@@ -351,6 +428,7 @@ mod tests {
         use crate::model::{Recording, TaskStore};
         let recording = |task_store| Recording {
             schema_version: crate::model::SCHEMA_VERSION,
+            by: Vec::new(),
             tool: "hotprof test".into(),
             kernel: "5.10.0-30-cloud-amd64".into(),
             mode: "kprobe".into(),

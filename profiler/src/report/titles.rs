@@ -55,6 +55,7 @@ mod tests {
         );
         let recording = Recording {
             schema_version: SCHEMA_VERSION,
+            by: Vec::new(),
             tool: "hotprof".into(),
             kernel: "6.12.0".into(),
             mode: "kprobe".into(),

@@ -211,6 +211,7 @@ mod tests {
             FunctionRecord::from_aggregates("getpid".into(), "sys_enter_getpid".into(), &totals);
         Recording {
             schema_version: SCHEMA_VERSION,
+            by: Vec::new(),
             tool: "hotprof test".into(),
             kernel: "6.18.0".into(),
             mode: "syscall".into(),

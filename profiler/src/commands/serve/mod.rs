@@ -24,7 +24,7 @@ use anyhow::Context as _;
 use super::args::{DEFAULT_STACK_MAP_SIZE, ProbeArgs};
 use crate::attach::{self, AttachedMode};
 use crate::model::{Recording, TaskStore};
-use crate::session::{self, Attached, Followed, Probed, Session, SessionSpec, Signals};
+use crate::session::{self, Attached, Followed, KeyNames, Probed, Session, SessionSpec, Signals};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -61,14 +61,14 @@ pub struct ServeArgs {
 
 impl ServeArgs {
     /// The session this command runs: the default command's, without stacks or off-CPU time.
-    fn session_spec(&self) -> SessionSpec {
-        SessionSpec {
-            probe: self.probe.to_spec(),
+    fn session_spec(&self) -> anyhow::Result<SessionSpec> {
+        Ok(SessionSpec {
+            probe: self.probe.to_spec()?,
             command: self.command.clone(),
             // No stacks are captured; the size the maps are created with.
             stack_map_size: DEFAULT_STACK_MAP_SIZE,
             ..SessionSpec::default()
-        }
+        })
     }
 }
 
@@ -81,6 +81,7 @@ struct Live {
     task_store: TaskStore,
     overhead: Option<f64>,
     command: Vec<String>,
+    keys: KeyNames,
     started: Instant,
 }
 
@@ -93,6 +94,7 @@ impl Live {
             overhead: self.overhead,
             off_cpu: false,
             command: &self.command,
+            keys: &self.keys,
         }
     }
 
@@ -113,7 +115,7 @@ impl Live {
 /// Runs the exporter until SIGINT/SIGTERM; returns the exit code (the workload's, when there
 /// is one, else 0).
 pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
-    let spec = args.session_spec();
+    let spec = args.session_spec()?;
     let filter = session::validate(&spec)?;
     session::check_system(&args.command)?;
     let listener = http::bind(args.listen).await?;
@@ -127,6 +129,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
         mode,
         task_store,
         overhead,
+        keys,
         ..
     } = session::attach(&spec, filter)?;
     let mut workload = Followed::spawn(&mut ebpf, &args.command, &args.probe.filter.pids)?;
@@ -139,6 +142,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
         overhead,
         off_cpu: false,
         command: &args.command,
+        keys: &keys,
     }
     .attached();
     let index = format!(
@@ -157,6 +161,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
         task_store,
         overhead,
         command: args.command.clone(),
+        keys,
         started,
     });
     let source: http::RecordingSource = {
