@@ -10,7 +10,7 @@
 //!
 //! The contract tested here: `hotprof --fn FUNC... [--mode auto|fentry|kprobe] [--duration D]
 //! [--json FILE] [-- CMD ARGS...]`, whose `--json` report is
-//! `{"schema_version":1,"kernel":…,"mode":…,"functions":[{"name":…,"count":N,"sum_ns":…,…}]}`,
+//! `{"schema_version":2,"kernel":…,"mode":…,"functions":[{"name":…,"count":N,"sum_ns":…,…}]}`,
 //! and workloads whose last stdout line is `name: key=value ...`.
 
 use std::collections::BTreeMap;
@@ -125,6 +125,11 @@ pub const SCENARIOS: &[Scenario] = &[
         name: "serve_kprobe",
         kernels: EVERY,
         run: serve_kprobe,
+    },
+    Scenario {
+        name: "by_keys_exact",
+        kernels: &[Kernel::V6_12, Kernel::V7],
+        run: by_keys_exact,
     },
 ];
 
@@ -981,6 +986,194 @@ true
     Ok(())
 }
 
+/// `--by`: latency per key value, counted exactly. The caller of an entry-probed function
+/// is the same site in fentry and kprobe mode and takes every call; `--by arg2:log2` on
+/// `vfs_write` splits writes of two known sizes into their power-of-two classes exactly (the
+/// split derived from each workload's bytes and chunk); `--by errno` splits a known mix of
+/// found and missing opens exactly, at the syscall tracepoints and on `do_sys_openat2`
+/// (whose `int` return leaves the register's upper half zero on 7.x); `--max-keys` too small
+/// loses keyed calls only into the counted `keys_full`; bad keys are one line each.
+fn by_keys_exact(ctx: &mut Ctx) -> Result<()> {
+    const FOUND: u64 = 200;
+    const MISSING: u64 = 70;
+    let guest = ctx.run(&format!(
+        r#"
+hotprof --fn generic_perform_write --by caller --json /out/caller_auto.json -- tmpfs_write /tmp/w 1 || exit 1
+hotprof --fn generic_perform_write --mode kprobe --by caller --no-calibrate --json /out/caller_kprobe.json -- tmpfs_write /tmp/w 1 || exit 1
+hotprof --fn vfs_write --by arg2:log2 --no-calibrate --json /out/size.json -- sh -c 'tmpfs_write /tmp/a 1 && tmpfs_write /tmp/b 1 --chunk 1000' || exit 1
+hotprof --fn vfs_write --by arg2 --max-keys 2 --no-calibrate --json /out/few.json -- sh -c 'tmpfs_write /tmp/a 1 && tmpfs_write /tmp/b 1 --chunk 1000' || exit 1
+hotprof --syscall openat --by errno --no-calibrate --json /out/errno_sys.json -- open_loop {FOUND} {MISSING} /tmp || exit 1
+hotprof --fn do_sys_openat2 --by errno,comm --no-calibrate --json /out/errno_fn.json -- open_loop {FOUND} {MISSING} /tmp || exit 1
+bad() {{ "$@" 2>/out/bad_err.txt >/dev/null; echo "bad_rc=$? lines=$(wc -l </out/bad_err.txt) $(cat /out/bad_err.txt)"; }}
+bad hotprof --fn vfs_write --by size -- true
+bad hotprof --fn vfs_write --by arg7 -- true
+bad hotprof --syscall getpid --by caller -- true
+true
+"#
+    ))?;
+    guest.expect_exit(0)?;
+
+    // The caller, in both modes: the same return address, every call.
+    let mut sites = Vec::new();
+    for (file, mode) in [
+        ("caller_auto.json", "fentry"),
+        ("caller_kprobe.json", "kprobe"),
+    ] {
+        let report = guest.report(file)?;
+        ensure!(
+            report.json["mode"] == mode,
+            "{file}: mode {}, want {mode}",
+            report.json["mode"]
+        );
+        let calls = report.function("generic_perform_write")?.u64("count")?;
+        let callers = caller_rows(&report, "generic_perform_write")?;
+        let busiest = callers.first().context("no per-caller rows")?;
+        ensure!(
+            busiest.0.starts_with("shmem_file_write_iter+0x") && busiest.1 == calls && calls > 0,
+            "{mode}: the caller of generic_perform_write is {busiest:?} of {calls} calls, want \
+             shmem_file_write_iter+0x… with all of them"
+        );
+        sites.push(busiest.0.clone());
+    }
+    ensure!(
+        sites[0] == sites[1],
+        "fentry and kprobe name different return addresses: {sites:?}"
+    );
+
+    // Write sizes: each workload's full chunks, and its last short write, in their classes.
+    let mut expected: BTreeMap<String, u64> = BTreeMap::new();
+    // Results in script order: the two caller runs', then this run's two.
+    let runs: Vec<String> = guest
+        .lines_containing("tmpfs_write: ")
+        .into_iter()
+        .filter(|line| line.starts_with("tmpfs_write: "))
+        .collect();
+    ensure!(
+        runs.len() == 6,
+        "want six tmpfs_write results, got {runs:?}"
+    );
+    for line in &runs[2..4] {
+        let fields = Fields::parse("tmpfs_write", line.trim_start_matches("tmpfs_write:"));
+        let (bytes, chunk, writes) = (
+            fields.u64("bytes")?,
+            fields.u64("chunk")?,
+            fields.u64("writes")?,
+        );
+        let (full, rest) = (bytes / chunk, bytes % chunk);
+        ensure!(
+            writes == full + u64::from(rest > 0),
+            "{line}: not the writes its sizes make"
+        );
+        *expected.entry(log2_class_label(chunk)).or_default() += full;
+        if rest > 0 {
+            *expected.entry(log2_class_label(rest)).or_default() += 1;
+        }
+    }
+    let report = guest.report("size.json")?;
+    ensure!(
+        report.json["by"] == serde_json::json!(["arg2:log2"]),
+        "by is {}",
+        report.json["by"]
+    );
+    let rows = key_rows(&report, "vfs_write")?;
+    for (class, want) in &expected {
+        let got = rows
+            .iter()
+            .find(|(key, _)| key.as_slice() == std::slice::from_ref(class))
+            .map_or(0, |row| row.1);
+        ensure!(
+            got == *want,
+            "arg2:log2 {class}: {got} calls, want {want} (rows {rows:?})"
+        );
+    }
+    let count = report.function("vfs_write")?.u64("count")?;
+    let keyed: u64 = rows.iter().map(|row| row.1).sum();
+    ensure!(keyed == count, "the key rows hold {keyed} of {count} calls");
+
+    // Too few key slots: the rest of the calls are a counted loss, never silently missing.
+    let report = guest.report("few.json")?;
+    let count = report.function("vfs_write")?.u64("count")?;
+    let keyed: u64 = key_rows(&report, "vfs_write")?
+        .iter()
+        .map(|row| row.1)
+        .sum();
+    let lost = report.json["losses"]["keys_full"].as_u64().unwrap_or(0);
+    ensure!(
+        lost > 0 && keyed + lost == count,
+        "--max-keys 2: {keyed} keyed + {lost} keys_full, want {count} in all with some lost"
+    );
+
+    // Found and missing opens; plus the C runtime's own open of /proc/self/maps at start-up.
+    let opened = guest.workload("open_loop")?;
+    let (found, missing) = (opened.u64("found")?, opened.u64("missing")?);
+    for (file, function, comm) in [
+        ("errno_sys.json", "openat", None),
+        ("errno_fn.json", "do_sys_openat2", Some("open_loop")),
+    ] {
+        let rows = key_rows(&guest.report(file)?, function)?;
+        let calls = |errno: &str| {
+            let mut key = vec![errno.to_owned()];
+            key.extend(comm.map(str::to_owned));
+            rows.iter().find(|(k, _)| *k == key).map_or(0, |row| row.1)
+        };
+        ensure!(
+            (calls("ok"), calls("ENOENT")) == (found + 1, missing),
+            "{file}: {} ok and {} ENOENT, want {} and {missing} (rows {rows:?})",
+            calls("ok"),
+            calls("ENOENT"),
+            found + 1
+        );
+    }
+
+    for expected in [
+        "unknown --by key `size`",
+        "--by arg7: functions take their arguments in registers 0..5",
+        "--by caller needs --fn",
+    ] {
+        let lines = guest.lines_containing(expected);
+        ensure!(
+            lines.len() == 1
+                && lines[0].starts_with("bad_rc=")
+                && !lines[0].starts_with("bad_rc=0 ")
+                && lines[0].contains(" lines=1 "),
+            "want one line saying {expected:?} and a failing exit, got {lines:?}"
+        );
+    }
+    Ok(())
+}
+
+/// How `--by argN:log2` prints the class of `value`.
+fn log2_class_label(value: u64) -> String {
+    match 64 - value.leading_zeros() {
+        0 => "0".into(),
+        1 => "1".into(),
+        class => format!("[{}, {})", 1u64 << (class - 1), 1u64 << class),
+    }
+}
+
+/// A report function's `--by` rows: the key's values and the calls.
+fn key_rows(report: &Report, function: &str) -> Result<Vec<(Vec<String>, u64)>> {
+    let entry = report.json["functions"]
+        .as_array()
+        .and_then(|f| f.iter().find(|f| f["name"] == function))
+        .with_context(|| format!("no function {function}"))?;
+    entry["keys"]
+        .as_array()
+        .with_context(|| format!("{function} has no keys"))?
+        .iter()
+        .map(|row| {
+            let key = row["key"]
+                .as_array()
+                .context("a key row without a key")?
+                .iter()
+                .map(|value| value.as_str().unwrap_or_default().to_owned())
+                .collect();
+            let calls = row["count"].as_u64().context("a key row without a count")?;
+            Ok((key, calls))
+        })
+        .collect()
+}
+
 /// A report function's call sites and their calls, busiest first (as recorded).
 fn caller_rows(report: &Report, function: &str) -> Result<Vec<(String, u64)>> {
     let entry = report.json["functions"]
@@ -1110,8 +1303,8 @@ impl Guest {
         let json = self.json(name)?;
         let version = json["schema_version"].as_u64();
         ensure!(
-            version == Some(1),
-            "/out/{name} has schema_version {:?}, want 1",
+            version == Some(2),
+            "/out/{name} has schema_version {:?}, want 2",
             json["schema_version"]
         );
         Ok(Report { json })
@@ -1231,7 +1424,7 @@ mod tests {
     #[test]
     fn report_functions_are_found_by_name() {
         let report = Report {
-            json: serde_json::json!({"schema_version": 1, "functions": [
+            json: serde_json::json!({"schema_version": 2, "functions": [
                 {"name": "__x64_sys_getpid", "count": 10000, "p50_ns": 250}
             ]}),
         };
