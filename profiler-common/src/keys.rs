@@ -58,6 +58,58 @@ pub struct ByKey {
     pub comm: [u8; 16],
 }
 
+/// Conditions one `--filter` can join with `&&`.
+pub const FILTER_CONDITIONS_MAX: usize = 4;
+
+/// A `--filter` comparison's operator (`FilterCond::op`).
+pub mod op {
+    pub const NONE: u8 = 0;
+    pub const EQ: u8 = 1;
+    pub const NE: u8 = 2;
+    pub const LT: u8 = 3;
+    pub const LE: u8 = 4;
+    pub const GT: u8 = 5;
+    pub const GE: u8 = 6;
+}
+
+/// One `--filter` condition: `field op value`, the field coded as for `--by` (the comm's value
+/// is in the eBPF `FILTER_COMM_VALUE` global; `value` unused). Signed fields (`ret`) compare
+/// as i64, the rest as u64. `op::NONE` ends the list.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FilterCond {
+    pub field: u8,
+    pub op: u8,
+    pub _pad: [u8; 6],
+    pub value: u64,
+}
+
+impl FilterCond {
+    /// Whether `actual` (the field's raw value) satisfies the condition.
+    #[inline(always)]
+    pub fn holds(&self, actual: u64) -> bool {
+        if self.field == field::RET {
+            let (a, b) = (signed_return(actual), self.value as i64);
+            compare(self.op, a < b, a == b)
+        } else {
+            compare(self.op, actual < self.value, actual == self.value)
+        }
+    }
+}
+
+#[inline(always)]
+fn compare(op: u8, less: bool, equal: bool) -> bool {
+    match op {
+        op::EQ => equal,
+        op::NE => !equal,
+        op::LT => less,
+        op::LE => less || equal,
+        op::GT => !less && !equal,
+        op::GE => !less,
+        _ => true,
+    }
+}
+
 /// `floor(log2(x)) + 1`, 0 for 0: the `argN:log2` class. Loop-free for the verifier.
 #[inline(always)]
 pub fn log2_class(x: u64) -> u64 {
@@ -93,6 +145,11 @@ pub fn signed_return(ret: u64) -> i64 {
     }
 }
 
+#[cfg(feature = "user")]
+// SAFETY: repr(C) and Copy; two u8, six padding-free u8 and a u64 (16 bytes), so no padding,
+// and any bit pattern is valid.
+unsafe impl aya::Pod for FilterCond {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,6 +163,26 @@ mod tests {
         assert_eq!(log2_class(4095), 12);
         assert_eq!(log2_class(4096), 13);
         assert_eq!(log2_class(u64::MAX), 64);
+    }
+
+    #[test]
+    fn conditions_compare_signed_returns_and_unsigned_rest() {
+        let cond = |field, op, value| FilterCond {
+            field,
+            op,
+            value,
+            ..FilterCond::default()
+        };
+        assert!(cond(field::ARG | 2, op::GE, 4096).holds(4096));
+        assert!(!cond(field::ARG | 2, op::GT, 4096).holds(4096));
+        assert!(cond(field::ARG | 2, op::LT, 4096).holds(4095));
+        assert!(cond(field::ERRNO, op::EQ, 2).holds(2));
+        assert!(cond(field::ERRNO, op::NE, 2).holds(0));
+        // -2 from an `int` return is below 0; as u64 it would be huge.
+        assert!(cond(field::RET, op::LT, 0).holds(0xffff_fffe));
+        assert!(cond(field::RET, op::LT, 0).holds((-2i64) as u64));
+        assert!(cond(field::RET, op::GE, 0).holds(3));
+        assert!(cond(field::RET, op::LE, (-1i64) as u64).holds((-1i64) as u64));
     }
 
     #[test]

@@ -9,5 +9,5 @@ pub mod keys;
 pub mod maps;
 
 pub use histogram::{NUM_BUCKETS, bucket_index, bucket_lower_bound, bucket_upper_bound};
-pub use keys::{BY_FIELDS_MAX, ByKey, DEFAULT_MAX_KEYS};
+pub use keys::{BY_FIELDS_MAX, ByKey, DEFAULT_MAX_KEYS, FILTER_CONDITIONS_MAX, FilterCond};
 pub use maps::*;

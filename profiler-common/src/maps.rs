@@ -61,11 +61,20 @@ pub struct Frame {
     /// Stack ids in the `STACKS` map captured at entry (`--stacks`), or negative errno.
     pub kernel_stack: i32,
     pub user_stack: i32,
-    pub _pad: u32,
+    /// `FRAME_*` flags.
+    pub flags: u32,
     /// `--by`: the key fields known at entry, in `BY_FIELDS` order (the rest are filled at
     /// return).
     pub key: [u64; crate::BY_FIELDS_MAX],
 }
+
+/// The frame's call failed a `--filter` condition known at entry: it is closed at its
+/// return but not recorded.
+pub const FRAME_FILTERED_OUT: u32 = 1;
+
+/// The frame is a `--children` function's called outside every parent frame: closed at its
+/// return but not recorded.
+pub const FRAME_OUTSIDE_PARENT: u32 = 2;
 
 /// Per-task state, created zero-filled in task-local storage (or, on kernels without it, in a
 /// hash map keyed by task): a stack of open frames, so nested and recursive calls are
@@ -180,10 +189,41 @@ pub enum Counter {
     /// `--by`: calls timed for their function but not for their key, because the CPU had no
     /// free key slot (`--max-keys`) or the key map was full.
     KeysFull = 11,
+    /// `--filter`: calls that did not match (closed, not recorded; not a loss).
+    FilteredOut = 12,
+    /// `--children`: calls of a child function outside its parent (closed, not recorded).
+    OutsideParent = 13,
 }
 
 /// Number of [`Counter`] slots.
-pub const NUM_COUNTERS: u32 = 12;
+pub const NUM_COUNTERS: u32 = 14;
+
+/// Most slowest calls kept per function (`--slowest N`, N up to this).
+pub const SLOWEST_MAX: u32 = 16;
+
+/// One of the slowest calls of a function on one CPU (`--slowest`): kept in the kernel, read
+/// once at the end; an empty slot has `duration_ns == 0`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SlowCall {
+    /// `bpf_ktime_get_ns()` (CLOCK_MONOTONIC) at entry.
+    pub entry_ns: u64,
+    pub duration_ns: u64,
+    /// Time switched out inside the call (`--off-cpu`; else 0).
+    pub off_cpu_ns: u64,
+    /// `bpf_get_current_pid_tgid()`: tgid in the upper half, tid in the lower.
+    pub pid_tgid: u64,
+    /// CPU the call returned on.
+    pub cpu: u32,
+    /// Stack ids captured at entry (`--stacks`), or negative.
+    pub kernel_stack: i32,
+    pub user_stack: i32,
+    pub _pad: u32,
+    pub comm: [u8; 16],
+    /// The `--by` key's values (args at entry, return value filled at return), in `BY_FIELDS`
+    /// order; zero without `--by`.
+    pub key: [u64; crate::BY_FIELDS_MAX],
+}
 
 /// Key of the per-stack latency aggregate (`--stacks`).
 #[repr(C)]
@@ -222,6 +262,8 @@ pub mod names {
     pub const STACK_TOTALS: &str = "STACK_TOTALS";
     pub const SAMPLES: &str = "SAMPLES";
     pub const KEY_SLOTS: &str = "KEY_SLOTS";
+    pub const SLOWEST: &str = "SLOWEST";
+    pub const SLOWEST_FLOOR: &str = "SLOWEST_FLOOR";
     pub const NEXT_KEY_SLOT: &str = "NEXT_KEY_SLOT";
 }
 
@@ -241,4 +283,8 @@ mod pod {
     // SAFETY: repr(C) and Copy; u32, u32, three u64 and a [u8; 16] (48 bytes, 8-aligned, the
     // u64s at offset 8), so no padding, and any bit pattern is valid.
     unsafe impl aya::Pod for crate::ByKey {}
+    // SAFETY: repr(C) and Copy; four u64, four 4-byte integers, a [u8; 16] and three u64
+    // (88 bytes, every field at a multiple of its alignment), so no padding, and any bit
+    // pattern is valid.
+    unsafe impl aya::Pod for super::SlowCall {}
 }

@@ -7,10 +7,12 @@
 #![no_std]
 #![no_main]
 
+mod filter;
 mod frames;
 mod keys;
 mod probes;
 mod sample;
+mod slowest;
 #[path = "store/hash_map.rs"]
 mod store;
 

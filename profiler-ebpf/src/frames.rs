@@ -11,11 +11,13 @@ use aya_ebpf::{
     programs::tracing::StackIdContext,
 };
 use profiler_common::{
-    Call, Counter, FuncStats, MAX_DEPTH, NUM_BUCKETS, NUM_COUNTERS, StackCapture, StackKey,
-    StackTotals, bucket_index,
+    Call, Counter, FRAME_FILTERED_OUT, FRAME_OUTSIDE_PARENT, FuncStats, MAX_DEPTH, NUM_BUCKETS,
+    NUM_COUNTERS, StackCapture, StackKey, StackTotals, bucket_index,
 };
 
+use crate::filter;
 use crate::keys::{self, EntryContext, ExitContext};
+use crate::slowest;
 use crate::store::{self, TaskId};
 
 // Run configuration, written by userspace into .rodata before load.
@@ -37,6 +39,10 @@ static FILTER_CGROUP: u64 = 0;
 /// Non-empty (first byte non-zero): only tasks with this exact comm (`--comm`).
 #[unsafe(no_mangle)]
 static FILTER_COMM: [u8; 16] = [0; 16];
+/// `--children`: bit `f` set for each function slot `f` (< 64) timed only inside a parent:
+/// inside an open frame of a slot whose bit is clear.
+#[unsafe(no_mangle)]
+static CHILD_SLOTS: u64 = 0;
 /// Calls faster than this are counted in `below_min` only (`--min-latency`).
 #[unsafe(no_mangle)]
 static MIN_LATENCY_NS: u64 = 0;
@@ -181,7 +187,24 @@ pub(crate) fn enter<C: StackIdContext + EntryContext>(ctx: &C, func: u32, entry_
         count(Counter::DepthExceeded, 1);
         return;
     }
+    let mut flags = if filter::active() && !filter::passes_at_entry(ctx) {
+        FRAME_FILTERED_OUT
+    } else {
+        0
+    };
+    let children = config(&CHILD_SLOTS);
+    if children != 0 && is_child(children, func) {
+        // A child counts only inside an open parent frame (any frame of a parent slot).
+        let mut inside = false;
+        for index in 0..MAX_DEPTH {
+            inside |= index < depth && !is_child(children, task.frames[index].func);
+        }
+        if !inside {
+            flags |= FRAME_OUTSIDE_PARENT;
+        }
+    }
     let frame = &mut task.frames[depth & (MAX_DEPTH - 1)];
+    frame.flags = flags;
     frame.off_cpu_at_entry = task.off_cpu_ns;
     frame.child_ns = 0;
     frame.func = func;
@@ -196,6 +219,12 @@ pub(crate) fn enter<C: StackIdContext + EntryContext>(ctx: &C, func: u32, entry_
     count(Counter::OpenFrames, 1);
     // Last, so the bookkeeping above is not part of the measured time.
     frame.entry_ns = now_ns();
+}
+
+/// Whether slot `func` is a `--children` function.
+#[inline(always)]
+fn is_child(children: u64, func: u32) -> bool {
+    func < 64 && children & (1 << (func & 63)) != 0
 }
 
 /// Stack ids for the current call, per `CAPTURE_STACKS`; -1 where not captured.
@@ -304,6 +333,16 @@ pub(crate) fn leave<X: ExitContext>(which: ReturnOf, exit: &X) {
             recursive |= index < found && task.frames[index].func == frame.func;
         }
     }
+    if frame.flags & FRAME_OUTSIDE_PARENT != 0 {
+        count(Counter::OutsideParent, 1);
+        return;
+    }
+    if frame.flags & FRAME_FILTERED_OUT != 0
+        || (filter::active() && !filter::passes_at_return(exit))
+    {
+        count(Counter::FilteredOut, 1);
+        return;
+    }
     let call = Call {
         duration,
         self_time: duration.saturating_sub(frame.child_ns),
@@ -313,8 +352,15 @@ pub(crate) fn leave<X: ExitContext>(which: ReturnOf, exit: &X) {
     if !record(frame.func, &call) {
         return;
     }
-    if keys::keyed() {
-        keys::record_keyed(exit, frame.func, frame.key, &call);
+    let key = if keys::keyed() {
+        let key = keys::key_of(exit, frame.func, frame.key);
+        keys::record_keyed(&key, &call);
+        key.values
+    } else {
+        [0; profiler_common::BY_FIELDS_MAX]
+    };
+    if slowest::enabled() {
+        slowest::offer(&frame, key, duration, off_cpu);
     }
     if config(&CAPTURE_STACKS) != StackCapture::None as u8 {
         let key = StackKey {

@@ -77,7 +77,7 @@ pub(crate) fn at_entry<C: EntryContext>(ctx: &C) -> [u64; BY_FIELDS_MAX] {
 }
 
 #[inline(always)]
-fn entry_field<C: EntryContext>(ctx: &C, code: u8) -> u64 {
+pub(crate) fn entry_field<C: EntryContext>(ctx: &C, code: u8) -> u64 {
     let pid_tgid = bpf_get_current_pid_tgid();
     match code {
         field::CALLER => ctx.caller(),
@@ -93,15 +93,9 @@ fn entry_field<C: EntryContext>(ctx: &C, code: u8) -> u64 {
     }
 }
 
-/// Adds a recorded call of `func` to its key's slot: the entry fields from the frame, the
-/// rest from the return.
+/// The key of a call of `func`: the entry fields from the frame, the rest from the return.
 #[inline(always)]
-pub(crate) fn record_keyed<X: ExitContext>(
-    exit: &X,
-    func: u32,
-    entry: [u64; BY_FIELDS_MAX],
-    call: &Call,
-) {
+pub(crate) fn key_of<X: ExitContext>(exit: &X, func: u32, entry: [u64; BY_FIELDS_MAX]) -> ByKey {
     let mut key = ByKey {
         func,
         values: entry,
@@ -115,7 +109,13 @@ pub(crate) fn record_keyed<X: ExitContext>(
             _ => {}
         }
     }
-    match slot_of(&key) {
+    key
+}
+
+/// Adds a recorded call to its key's slot.
+#[inline(always)]
+pub(crate) fn record_keyed(key: &ByKey, call: &Call) {
+    match slot_of(key) {
         Some(slot) => {
             record(config(&KEY_SLOT_BASE) + slot, call);
         }

@@ -32,10 +32,12 @@
 #![no_main]
 
 mod empty;
+mod filter;
 mod frames;
 mod keys;
 mod probes;
 mod sample;
+mod slowest;
 #[path = "store/task_local.rs"]
 mod store;
 mod task_storage;

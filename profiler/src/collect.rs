@@ -7,8 +7,8 @@ use aya::{
 use std::collections::HashMap;
 
 use profiler_common::{
-    ByKey, Counter, FuncStats, NUM_BUCKETS, NUM_COUNTERS, StackKey, StackTotals, bucket_index,
-    names,
+    ByKey, Counter, FuncStats, NUM_BUCKETS, NUM_COUNTERS, SLOWEST_MAX, SlowCall, StackKey,
+    StackTotals, bucket_index, names,
 };
 
 use crate::model::{FunctionTotals, Histogram, Losses};
@@ -354,6 +354,52 @@ mod tests {
         assert_eq!(delta.histogram.total(), 2);
         assert!(delta.min_ns >= 992 && delta.max_ns <= 1_000, "{delta:?}");
     }
+}
+
+/// The kept slowest calls (`--slowest`) of every function slot on every CPU, with their
+/// slot, slowest first. Empty slots are left out.
+pub fn slowest(ebpf: &Ebpf, functions: usize) -> anyhow::Result<Vec<(u32, SlowCall)>> {
+    use anyhow::Context as _;
+    let kept: PerCpuArray<&MapData, SlowCall> =
+        PerCpuArray::try_from(ebpf.map(names::SLOWEST).context("SLOWEST map missing")?)?;
+    let mut calls = Vec::new();
+    for func in 0..functions as u32 {
+        for index in 0..SLOWEST_MAX {
+            let Ok(per_cpu) = kept.get(&(func * SLOWEST_MAX + index), 0) else {
+                // Past the map's end: --slowest is off.
+                return Ok(calls);
+            };
+            calls.extend(
+                per_cpu
+                    .iter()
+                    .filter(|call| call.duration_ns > 0)
+                    .map(|call| (func, *call)),
+            );
+        }
+    }
+    calls.sort_by(|a, b| {
+        b.1.duration_ns
+            .cmp(&a.1.duration_ns)
+            .then(a.1.entry_ns.cmp(&b.1.entry_ns))
+    });
+    Ok(calls)
+}
+
+/// The frames of a stack id in the `STACKS` map, innermost first; empty when not stored.
+pub fn stack_frames(ebpf: &Ebpf, id: i32) -> Vec<u64> {
+    let Some(map) = ebpf.map(names::STACKS) else {
+        return Vec::new();
+    };
+    let Ok(traces) = StackTraceMap::try_from(map) else {
+        return Vec::new();
+    };
+    if id < 0 {
+        return Vec::new();
+    }
+    traces
+        .get(&(id as u32), 0)
+        .map(|trace| trace.frames().iter().map(|f| f.ip).collect())
+        .unwrap_or_default()
 }
 
 /// One distinct stack of a probed function, with the latency spent under it.

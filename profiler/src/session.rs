@@ -16,8 +16,8 @@ use crate::attach::{self, AttachedMode, Mode, ProbeConfig, TracepointOffsets};
 use crate::collect::Snapshot;
 use crate::flame::KernelSymbolizer;
 use crate::model::{
-    ByField, CallerRecord, FunctionRecord, FunctionTotals, KeyRecord, KeySpec, Recording,
-    SCHEMA_VERSION, TaskStore,
+    ByField, CallerRecord, FilterExpr, FilterRecord, FunctionRecord, FunctionTotals, KeyRecord,
+    KeySpec, Recording, SCHEMA_VERSION, SlowCallRecord, TaskStore,
 };
 use crate::progress::Progress;
 use crate::resolve::callsites::{CallSite, KernelCode};
@@ -42,10 +42,14 @@ pub struct ProbeSpec {
     pub calibrate: bool,
     /// Only call sites in callers matching this glob (call-site mode).
     pub callers: Option<String>,
+    /// `--children`: functions (or globs) timed only inside the one `--fn` parent.
+    pub children: Vec<String>,
     /// `--by`: the fields each call is also keyed by (empty: none).
     pub by: KeySpec,
     /// `--by`: distinct keys each CPU keeps.
     pub max_keys: u32,
+    /// `--filter`: only calls that satisfy it are recorded.
+    pub condition: Option<FilterExpr>,
     pub filter: FilterSpec,
 }
 
@@ -72,6 +76,8 @@ pub struct SessionSpec {
     pub stack_map_size: u32,
     /// The workload to run and follow (empty: none).
     pub command: Vec<String>,
+    /// `--slowest N`: the slowest calls kept per function (0: none).
+    pub slowest: u32,
 }
 
 /// The filters as the probes compare them.
@@ -88,6 +94,8 @@ pub struct Probed {
     /// The call site (`caller+0xoff`) this slot times, in call-site mode. A function's
     /// sites are consecutive slots.
     pub site: Option<String>,
+    /// `--children`: timed only inside the parent's frames.
+    pub child: bool,
 }
 
 /// The probes of one invocation, loaded and attached. Dropping `links` and `ebpf` detaches and
@@ -176,6 +184,14 @@ pub fn validate(spec: &SessionSpec) -> anyhow::Result<Filters> {
     if !probe.syscalls.is_empty() && probe.by.fields().contains(&ByField::Caller) {
         bail!("--by caller needs --fn: a syscall's caller is user space");
     }
+    if !probe.syscalls.is_empty()
+        && probe
+            .condition
+            .as_ref()
+            .is_some_and(FilterExpr::reads_caller)
+    {
+        bail!("--filter on caller needs --fn: a syscall's caller is user space");
+    }
     if !probe.by.is_empty() && probe.max_keys == 0 {
         bail!("--max-keys must be at least 1");
     }
@@ -251,7 +267,29 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
     let probed: Vec<Probed> = if !probe.functions.is_empty() {
         let functions =
             kernel.insert(KernelFunctions::from_system().context("cannot read /proc/kallsyms")?);
-        let requested = resolve_functions(functions, &probe.functions)?;
+        let mut requested = resolve_functions(functions, &probe.functions)?;
+        let mut children = std::collections::BTreeSet::new();
+        if !probe.children.is_empty() {
+            if requested.len() != 1 {
+                bail!(
+                    "--children times functions inside one parent: give one --fn (it matched {} \
+                     functions)",
+                    requested.len()
+                );
+            }
+            for (name, target) in resolve_functions(functions, &probe.children)? {
+                if requested
+                    .iter()
+                    .all(|(_, known)| known.symbol != target.symbol)
+                {
+                    children.insert(target.symbol.clone());
+                    requested.push((name, target));
+                }
+            }
+            if children.is_empty() {
+                bail!("--children matched only the parent itself");
+            }
+        }
         let (at_sites, at_entry): (Vec<_>, Vec<_>) = requested
             .into_iter()
             .partition(|(_, target)| at_call_sites(probe.mode, target));
@@ -267,6 +305,7 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
                 name,
                 symbol: target.symbol.clone(),
                 site: None,
+                child: children.contains(&target.symbol),
             });
             targets.push(target);
         }
@@ -279,6 +318,7 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
                         name: name.clone(),
                         symbol: target.symbol.clone(),
                         site: Some(site.label()),
+                        child: children.contains(&target.symbol),
                     });
                     // Each site's slot has the function as its target (the stacks' leaf).
                     targets.push(target.clone());
@@ -298,6 +338,7 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
                 name: s.clone(),
                 symbol: format!("sys_enter_{s}"),
                 site: None,
+                child: false,
             })
             .collect()
     };
@@ -326,6 +367,18 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
         offsets,
         by: probe.by.codes(),
         max_keys: probe.max_keys,
+        slowest: spec.slowest,
+        conditions: probe
+            .condition
+            .as_ref()
+            .map(FilterExpr::conditions)
+            .unwrap_or_default(),
+        condition_comm: probe
+            .condition
+            .as_ref()
+            .map(FilterExpr::comm)
+            .unwrap_or_default(),
+        child_slots: child_slots(&probed)?,
     };
     let keys = KeyNames::new(probe.by.clone())?;
     let attach::Loaded {
@@ -396,6 +449,20 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
         overhead,
         keys,
     })
+}
+
+/// The `CHILD_SLOTS` bitmap of `--children`; the probes check it for the first 64 slots.
+fn child_slots(probed: &[Probed]) -> anyhow::Result<u64> {
+    let mut bits = 0u64;
+    for (slot, _) in probed.iter().enumerate().filter(|(_, p)| p.child) {
+        if slot >= 64 {
+            bail!(
+                "--children: at most 63 child functions and call sites per run (narrow the glob)"
+            );
+        }
+        bits |= 1 << slot;
+    }
+    Ok(bits)
 }
 
 /// Resolves every `--fn` argument: what the user called each target, and the target, each
@@ -618,6 +685,8 @@ pub struct Session<'a> {
     pub off_cpu: bool,
     pub command: &'a [String],
     pub keys: &'a KeyNames,
+    /// `--filter`, if any.
+    pub condition: Option<&'a FilterExpr>,
 }
 
 impl Session<'_> {
@@ -669,6 +738,10 @@ impl Session<'_> {
             task_store: Some(self.task_store),
             duration_ns: elapsed.as_nanos() as u64,
             by: self.keys.spec.names(),
+            filter: self.condition.map(|condition| FilterRecord {
+                expression: condition.text().to_owned(),
+                not_matched: snapshot.counter(profiler_common::Counter::FilteredOut),
+            }),
             command: self.command.to_vec(),
             functions,
             losses: snapshot.losses(),
@@ -757,9 +830,78 @@ impl Session<'_> {
         }
     }
 
+    /// Adds the slowest calls (`--slowest`, `calls` slowest first, as read from the kernel)
+    /// to their functions in `recording`, `n` per function. `started_ns` is CLOCK_MONOTONIC
+    /// when measuring started; `stack` names the frames of a slot's kernel stack id.
+    pub fn add_slowest(
+        &self,
+        recording: &mut Recording,
+        calls: &[(u32, profiler_common::SlowCall)],
+        n: usize,
+        started_ns: u64,
+        stack: impl Fn(u32, i32) -> Vec<String>,
+    ) {
+        let function_of = self.function_of_slots();
+        for (slot, call) in calls {
+            let Some(&index) = function_of.get(*slot as usize) else {
+                continue;
+            };
+            let Some(function) = recording.functions.get_mut(index) else {
+                continue;
+            };
+            if function.slowest.len() >= n {
+                continue;
+            }
+            let key = profiler_common::ByKey {
+                values: call.key,
+                comm: call.comm,
+                ..Default::default()
+            };
+            let site = self.probed[*slot as usize].site.as_deref();
+            let end = call.comm.iter().position(|&b| b == 0).unwrap_or(16);
+            function.slowest.push(SlowCallRecord {
+                at_ns: call.entry_ns.saturating_sub(started_ns),
+                duration_ns: call.duration_ns,
+                off_cpu_ns: self.off_cpu.then_some(call.off_cpu_ns),
+                cpu: call.cpu,
+                pid: (call.pid_tgid >> 32) as u32,
+                tid: call.pid_tgid as u32,
+                comm: String::from_utf8_lossy(&call.comm[..end]).into_owned(),
+                key: self.keys.values(&key, site),
+                stack: stack(*slot, call.kernel_stack),
+            });
+        }
+    }
+
+    /// The index in `recording.functions` of each slot's function (a function's call sites
+    /// are one record).
+    fn function_of_slots(&self) -> Vec<usize> {
+        let mut indices = Vec::with_capacity(self.probed.len());
+        for (slot, probed) in self.probed.iter().enumerate() {
+            let same_function = slot > 0
+                && probed.site.is_some()
+                && self.probed[slot - 1].site.is_some()
+                && self.probed[slot - 1].symbol == probed.symbol;
+            let index = match indices.last() {
+                Some(&last) if same_function => last,
+                Some(&last) => last + 1,
+                None => 0,
+            };
+            indices.push(index);
+        }
+        indices
+    }
+
     fn function(&self, probed: &Probed, totals: &FunctionTotals) -> FunctionRecord {
         let mut record =
             FunctionRecord::from_aggregates(probed.name.clone(), probed.symbol.clone(), totals);
+        if probed.child {
+            record.child_of = self
+                .probed
+                .iter()
+                .find(|p| !p.child)
+                .map(|parent| parent.name.clone());
+        }
         record.on_cpu_sum_ns = self.off_cpu.then_some(totals.on_cpu_sum_ns);
         record
     }
@@ -828,11 +970,13 @@ mod tests {
                 name: "vfs_read".into(),
                 symbol: "vfs_read".into(),
                 site: None,
+                child: false,
             },
             Probed {
                 name: "__ep_eventpoll_poll".into(),
                 symbol: "__ep_eventpoll_poll.isra.0".into(),
                 site: None,
+                child: false,
             },
         ];
         let totals = FunctionTotals {
@@ -859,6 +1003,7 @@ mod tests {
             off_cpu: false,
             command: &command,
             keys: &KeyNames::default(),
+            condition: None,
         };
         let recording = session.recording(&snapshot, Duration::from_millis(2));
         assert_eq!(
@@ -896,6 +1041,7 @@ mod tests {
             name: name.into(),
             symbol: name.into(),
             site: site.map(str::to_owned),
+            child: false,
         };
         let probed = [
             site("generic_perform_write", None),
@@ -924,6 +1070,7 @@ mod tests {
             off_cpu: false,
             command: &[],
             keys: &KeyNames::default(),
+            condition: None,
         };
         let recording = session.recording(&snapshot, Duration::from_secs(1));
         assert_eq!(recording.functions.len(), 2);

@@ -11,6 +11,7 @@ fn recording(values: &[u64]) -> Recording {
     Recording {
         schema_version: SCHEMA_VERSION,
         by: Vec::new(),
+        filter: None,
         tool: "hotprof test".into(),
         kernel: "6.12.0".into(),
         mode: "fentry".into(),

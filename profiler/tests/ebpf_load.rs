@@ -10,7 +10,10 @@ use aya::{
 };
 use profiler::attach::{ProbeConfig, load, load_object};
 use profiler::model::TaskStore;
-use profiler_common::{FENTRY_SLOTS, KPROBE_SLOTS, SYSCALL_SLOTS, keys::field};
+use profiler_common::{
+    FENTRY_SLOTS, FilterCond, KPROBE_SLOTS, SYSCALL_SLOTS,
+    keys::{field, op},
+};
 
 fn config() -> ProbeConfig {
     ProbeConfig {
@@ -29,8 +32,9 @@ fn load_store_with(config: &ProbeConfig, store: TaskStore) -> Ebpf {
         .unwrap_or_else(|e| panic!("maps of the {store:?} object are not created: {e}"))
 }
 
-/// `--by` with every field kind across three runs' keys: the keyed paths are only verified
-/// when their fields are set (unset, the verifier prunes them as dead code).
+/// `--by` with every field kind across three runs' keys, with `--slowest`, `--filter` and
+/// `--children`: these paths are only
+/// verified when they are on (off, the verifier prunes them as dead code).
 fn keyed_configs() -> Vec<ProbeConfig> {
     [
         [field::CALLER, field::ARG_LOG2 | 2, field::ERRNO],
@@ -41,9 +45,27 @@ fn keyed_configs() -> Vec<ProbeConfig> {
     .map(|by| ProbeConfig {
         by,
         max_keys: 16,
+        slowest: 5,
+        conditions: [
+            condition(field::ARG | 2, op::GE, 4096),
+            condition(field::ERRNO, op::EQ, 2),
+            condition(field::COMM, op::NE, 0),
+            condition(field::RET, op::LT, 0),
+        ],
+        condition_comm: *b"dd\0\0\0\0\0\0\0\0\0\0\0\0\0\0",
+        child_slots: 0b10,
         ..config()
     })
     .collect()
+}
+
+fn condition(field: u8, op: u8, value: u64) -> FilterCond {
+    FilterCond {
+        field,
+        op,
+        value,
+        ..FilterCond::default()
+    }
 }
 
 /// Loads every program of the object whose per-task state is in `store`; returns their names.

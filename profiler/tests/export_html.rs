@@ -67,6 +67,39 @@ fn pages_are_self_contained() {
     ));
 }
 
+/// With `--by`, each function gets a table with a column per key field (20 rows and one
+/// "5 more keys" row spanning the fields), every task name escaped.
+#[test]
+fn key_tables_are_escaped_and_bounded() {
+    let recording = common::with_keys(common::recording(false));
+    let html = render_recording(&recording, None);
+    assert_self_contained(&html);
+    assert!(!html.contains("<b>q"), "unescaped task name");
+    let tables: Vec<&str> = html
+        .split("<table class=\"keys\">")
+        .skip(1)
+        .map(|t| &t[..t.find("</table>").unwrap()])
+        .collect();
+    assert_eq!(tables.len(), recording.functions.len());
+    for table in tables {
+        assert!(
+            table.starts_with(
+                "<tr><th>arg2:log2</th><th>errno</th><th>comm</th><th class=\"num\">calls</th>"
+            ),
+            "{table}"
+        );
+        assert_eq!(table.matches("<tr>").count(), 1 + 20 + 1, "{table}");
+        assert!(
+            table.contains("<td class=\"code\">[1, 2)</td><td class=\"code\">ok</td><td class=\"code\">task 0 &quot;&lt;b&gt;q&lt;/b&gt;&quot; \\\n</td>"),
+            "{table}"
+        );
+        assert!(
+            table.contains("<td colspan=\"3\">5 more keys</td>"),
+            "{table}"
+        );
+    }
+}
+
 fn chromium() -> Option<PathBuf> {
     let found = ["chromium", "chromium-browser", "google-chrome"]
         .into_iter()

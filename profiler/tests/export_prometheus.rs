@@ -63,12 +63,9 @@ fn samples(text: &str, name: &str) -> Vec<(BTreeMap<String, String>, f64)> {
         .collect()
 }
 
-#[test]
-fn promtool_accepts_the_text_format_without_lint_warnings() {
-    if skip("promtool", "prometheus") {
-        return;
-    }
-    let text = render(&common::recording(false), Format::Prometheus);
+/// `promtool check metrics` on `text`: whether it passed, and what it said (its lint
+/// findings; empty when clean).
+fn promtool_check(text: &str) -> (bool, String) {
     let mut child = Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(Stdio::piped())
@@ -88,8 +85,55 @@ fn promtool_accepts_the_text_format_without_lint_warnings() {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
+    (output.status.success(), report)
+}
+
+const PYTHON: &str = "/usr/bin/python3";
+
+/// Runs `script` (which reads exposition text from stdin with the Python client's reference
+/// OpenMetrics parser) on `text` and returns its output, or `None` (with a SKIPPED message)
+/// when the client is not installed. Panics when the parser rejects the text.
+fn openmetrics_parse(script: &str, text: &str) -> Option<String> {
+    let probe = Command::new(PYTHON)
+        .args(["-c", "import prometheus_client.openmetrics.parser"])
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        eprintln!(
+            "SKIPPED: {PYTHON} cannot import prometheus_client (Debian package `python3-prometheus-client`)"
+        );
+        return None;
+    }
+    let mut child = Command::new(PYTHON)
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
     assert!(
         output.status.success(),
+        "parser rejected it: {}\n{text}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Some(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+#[test]
+fn promtool_accepts_the_text_format_without_lint_warnings() {
+    if skip("promtool", "prometheus") {
+        return;
+    }
+    let text = render(&common::recording(false), Format::Prometheus);
+    let (passed, report) = promtool_check(&text);
+    assert!(
+        passed,
         "promtool rejected the metrics:\n{report}\n--- metrics ---\n{text}"
     );
     assert!(
@@ -138,16 +182,6 @@ fn histogram_buckets_are_exact_counts_of_the_raw_values() {
 /// rules (family typing, `# EOF`, integer bucket counts, `le` ordering, `+Inf` bucket).
 #[test]
 fn openmetrics_text_passes_the_reference_parser() {
-    let python = "/usr/bin/python3";
-    let probe = Command::new(python)
-        .args(["-c", "import prometheus_client.openmetrics.parser"])
-        .output();
-    if !probe.is_ok_and(|o| o.status.success()) {
-        eprintln!(
-            "SKIPPED: {python} cannot import prometheus_client (Debian package `python3-prometheus-client`)"
-        );
-        return;
-    }
     let mut recording = common::recording(false);
     recording.kernel = "6.1.0 \"quoted\" \\ back\nslash".into();
     let text = render(&recording, Format::OpenMetrics);
@@ -158,26 +192,9 @@ for f in text_string_to_metric_families(sys.stdin.read()):
     kernels = sorted({s.labels['kernel'] for s in f.samples if 'kernel' in s.labels})
     print(f.name, f.type, f.unit or '-', len(f.samples), repr(kernels))
 "#;
-    let mut child = Command::new(python)
-        .args(["-c", script])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "parser rejected it: {}\n{text}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let Some(stdout) = openmetrics_parse(script, &text) else {
+        return;
+    };
     let families: Vec<&str> = stdout.lines().collect();
     let expected_kernel = r#"['6.1.0 "quoted" \\ back\nslash']"#;
     assert!(
@@ -228,37 +245,11 @@ fn call_site_summaries_pass_promtool_and_the_openmetrics_parser() {
     if !skip("promtool", "prometheus") {
         let text = render(&recording, Format::Prometheus);
         assert!(text.contains(&format!("# TYPE {family} summary")));
-        let mut child = Command::new("promtool")
-            .args(["check", "metrics"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("promtool runs");
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(text.as_bytes())
-            .unwrap();
-        let output = child.wait_with_output().unwrap();
-        let report = format!(
-            "{}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
+        let (passed, report) = promtool_check(&text);
         assert!(
-            output.status.success() && report.trim().is_empty(),
+            passed && report.trim().is_empty(),
             "promtool:\n{report}\n--- metrics ---\n{text}"
         );
-    }
-    let python = "/usr/bin/python3";
-    let probe = Command::new(python)
-        .args(["-c", "import prometheus_client.openmetrics.parser"])
-        .output();
-    if !probe.is_ok_and(|o| o.status.success()) {
-        eprintln!("SKIPPED: {python} cannot import prometheus_client");
-        return;
     }
     let text = render(&recording, Format::OpenMetrics);
     let script = r#"
@@ -268,26 +259,9 @@ for f in text_string_to_metric_families(sys.stdin.read()):
     callers = sorted({s.labels['caller'] for s in f.samples if 'caller' in s.labels})
     print(f.name, f.type, f.unit or '-', len(f.samples), len(callers), repr(callers[:2]))
 "#;
-    let mut child = Command::new(python)
-        .args(["-c", script])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "parser rejected it: {}\n{text}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let Some(stdout) = openmetrics_parse(script, &text) else {
+        return;
+    };
     // Per function: 20 sites with two quantiles, `_count` and `_sum`; `other` with the last two.
     let samples = recording.functions.len() * (20 * 4 + 2);
     let expected = format!(
@@ -299,10 +273,71 @@ for f in text_string_to_metric_families(sys.stdin.read()):
     );
 }
 
+/// The `--by` key summaries (a label per key field, 20 key values and one all-`other`
+/// series per function, task names needing escaping) pass promtool's parser and linter, and
+/// the OpenMetrics text the reference parser, which reads every label value back unescaped.
+#[test]
+fn key_summaries_pass_promtool_and_the_openmetrics_parser() {
+    let recording = common::with_keys(common::recording(false));
+    let family = "hotprof_function_key_latency_seconds";
+    if !skip("promtool", "prometheus") {
+        let text = render(&recording, Format::Prometheus);
+        assert!(text.contains(&format!("# TYPE {family} summary")));
+        let (passed, report) = promtool_check(&text);
+        assert!(
+            passed && report.trim().is_empty(),
+            "promtool:\n{report}\n--- metrics ---\n{text}"
+        );
+    }
+    let text = render(&recording, Format::OpenMetrics);
+    let script = r#"
+import sys
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+for f in text_string_to_metric_families(sys.stdin.read()):
+    if not f.name.endswith('_key_latency_seconds'):
+        continue
+    keys = {(s.labels['function'], s.labels['arg2_log2'], s.labels['errno'], s.labels['comm'])
+            for s in f.samples}
+    comms = sorted({k[3] for k in keys})
+    print(f.name, f.type, f.unit or '-', len(f.samples), len(keys))
+    print(repr(comms[:2]), repr(sorted({k[1] for k in keys})[:2]))
+    print(sorted(k for k in keys if k[1] == 'other'))
+"#;
+    let Some(stdout) = openmetrics_parse(script, &text) else {
+        return;
+    };
+    let functions = recording.functions.len();
+    // Per function: 20 key values with two quantiles, `_count` and `_sum`; `other` with the
+    // last two.
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines[0],
+        format!(
+            "{family} summary seconds {} {}",
+            functions * (20 * 4 + 2),
+            functions * 21
+        ),
+        "{stdout}"
+    );
+    // The label values come back exactly as recorded.
+    assert_eq!(
+        lines[1], r#"['other', 'task 0 "<b>q</b>" \\\n'] ['[1, 2)', '[1024, 2048)']"#,
+        "{stdout}"
+    );
+    let others: Vec<String> = recording
+        .functions
+        .iter()
+        .map(|f| format!("('{}', 'other', 'other', 'other')", f.name))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    assert_eq!(lines[2], format!("[{}]", others.join(", ")), "{stdout}");
+}
+
 /// A minimal HTTP server: `/text` serves the 0.0.4 format, `/openmetrics` the OpenMetrics
 /// one, each with its content type, until `stop` is set.
 fn serve_metrics(listener: TcpListener, stop: Arc<AtomicBool>) {
-    let recording = common::recording(false);
+    let recording = common::with_keys(common::recording(false));
     listener.set_nonblocking(true).unwrap();
     while !stop.load(Ordering::Relaxed) {
         let Ok((mut stream, _)) = listener.accept() else {
@@ -523,6 +558,20 @@ fn real_prometheus_server_scrapes_both_formats_and_computes_quantiles() {
             .find(|(l, _)| l["kind"] == "orphaned_frames")
             .unwrap();
         assert_eq!(orphaned.1, 2.0);
+        // `--by` keys: 20 values and `other` per function, label values as recorded.
+        let keys = query(
+            web_port,
+            &format!("hotprof_function_key_latency_seconds_count{{job=\"{job}\"}}"),
+        );
+        assert_eq!(keys.len(), raw.len() * 21, "{job}: {keys:?}");
+        let task0 = query(
+            web_port,
+            &format!(
+                r#"hotprof_function_key_latency_seconds_count{{job="{job}",function="vfs_read",arg2_log2="[1, 2)",errno="ok",comm="task 0 \"<b>q</b>\" \\\n"}}"#
+            ),
+        );
+        assert_eq!(task0.len(), 1, "{job}: {task0:?}");
+        assert_eq!(task0[0].1, (raw[0].2.len() / 40) as f64, "{job}");
         let overhead = query(
             web_port,
             &format!("hotprof_probe_overhead_seconds{{job=\"{job}\"}}"),

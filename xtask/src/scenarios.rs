@@ -131,6 +131,16 @@ pub const SCENARIOS: &[Scenario] = &[
         kernels: &[Kernel::V6_12, Kernel::V7],
         run: by_keys_exact,
     },
+    Scenario {
+        name: "slowest_and_filter",
+        kernels: &[Kernel::V6_12, Kernel::V7],
+        run: slowest_and_filter,
+    },
+    Scenario {
+        name: "children_inside",
+        kernels: &[Kernel::V6_12, Kernel::V7],
+        run: children_inside,
+    },
 ];
 
 /// A machine whose qemu aborts under KVM while `/dev/kvm` opens fine (seen on a fresh machine:
@@ -1139,6 +1149,178 @@ true
             "want one line saying {expected:?} and a failing exit, got {lines:?}"
         );
     }
+    Ok(())
+}
+
+/// `--slowest` keeps the calls that explain a tail: one long sleep among short ones is the
+/// first exemplar, its duration within 10 % of the workload's own clock for it, with its
+/// process, comm and off-CPU part. `--filter` records exactly the calls that match, in the
+/// kernel, and counts the rest: writes of at least 4 KiB among smaller ones, failed opens
+/// of one command. A bad expression is one line naming the bad token.
+fn slowest_and_filter(ctx: &mut Ctx) -> Result<()> {
+    const FOUND: u64 = 150;
+    const MISSING: u64 = 60;
+    let guest = ctx.run(&format!(
+        r#"
+hotprof --fn do_nanosleep --slowest 3 --off-cpu --json /out/slow.json -- sh -c 'sleeper 20 2000 && sleeper 1 300000 && sleeper 20 2000' || exit 1
+hotprof --fn vfs_write --filter 'arg2>=4096' --no-calibrate --json /out/big.json -- sh -c 'tmpfs_write /tmp/a 1 && tmpfs_write /tmp/b 1 --chunk 1000' || exit 1
+hotprof --fn do_sys_openat2 --filter 'errno==ENOENT && comm==open_loop' --no-calibrate --json /out/failed.json -- open_loop {FOUND} {MISSING} /tmp || exit 1
+bad() {{ "$@" 2>/out/bad_err.txt >/dev/null; echo "bad_rc=$? lines=$(wc -l </out/bad_err.txt) $(cat /out/bad_err.txt)"; }}
+bad hotprof --fn vfs_write --filter 'arg2>=4x' -- true
+true
+"#
+    ))?;
+    guest.expect_exit(0)?;
+
+    let long: Vec<String> = guest
+        .lines_containing("sleeper: count=1 ")
+        .into_iter()
+        .filter(|line| line.starts_with("sleeper: "))
+        .collect();
+    ensure!(
+        long.len() == 1,
+        "want one result of the long sleep, got {long:?}"
+    );
+    let long = Fields::parse("sleeper", long[0].trim_start_matches("sleeper:"));
+    let (slept, pid) = (long.u64("max_ns")?, long.u64("pid")?);
+    let report = guest.report("slow.json")?;
+    let slowest = report.json["functions"][0]["slowest"]
+        .as_array()
+        .context("no slowest calls in the report")?;
+    ensure!(
+        slowest.len() == 3,
+        "want 3 slowest calls, got {}",
+        slowest.len()
+    );
+    let first = &slowest[0];
+    let duration = first["duration_ns"].as_u64().unwrap_or(0);
+    ensure!(
+        duration.abs_diff(slept) * 10 <= slept,
+        "the slowest call took {duration} ns; the workload's long sleep {slept} ns"
+    );
+    ensure!(
+        first["pid"].as_u64() == Some(pid) && first["comm"] == "sleeper",
+        "the slowest call is not the long sleeper's (pid {pid}): {first}"
+    );
+    let off_cpu = first["off_cpu_ns"].as_u64().unwrap_or(0);
+    ensure!(
+        off_cpu * 10 >= duration * 9 && off_cpu <= duration,
+        "a sleep is off the CPU: {off_cpu} of {duration} ns"
+    );
+    let durations: Vec<u64> = slowest
+        .iter()
+        .filter_map(|c| c["duration_ns"].as_u64())
+        .collect();
+    ensure!(
+        durations.windows(2).all(|pair| pair[0] >= pair[1]),
+        "the slowest calls are not slowest first: {durations:?}"
+    );
+
+    let writes: Vec<Fields> = guest
+        .lines_containing("tmpfs_write: ")
+        .into_iter()
+        .filter(|line| line.starts_with("tmpfs_write: "))
+        .map(|line| Fields::parse("tmpfs_write", line.trim_start_matches("tmpfs_write:")))
+        .collect();
+    ensure!(writes.len() == 2, "want two tmpfs_write results");
+    let mut big = 0;
+    let mut small = 0;
+    for fields in &writes {
+        let (bytes, chunk) = (fields.u64("bytes")?, fields.u64("chunk")?);
+        let (full, rest) = (bytes / chunk, bytes % chunk);
+        let (full_big, rest_big) = (chunk >= 4096, rest >= 4096);
+        big += if full_big { full } else { 0 } + u64::from(rest > 0 && rest_big);
+        small += if full_big { 0 } else { full } + u64::from(rest > 0 && !rest_big);
+    }
+    let report = guest.report("big.json")?;
+    let count = report.function("vfs_write")?.u64("count")?;
+    let not_matched = report.json["filter"]["not_matched"].as_u64().unwrap_or(0);
+    // Besides the small writes, the workloads' two result lines did not match.
+    ensure!(
+        count == big && not_matched == small + 2,
+        "--filter arg2>=4096: {count} recorded, {not_matched} not matched; want {big} and {} ",
+        small + 2
+    );
+
+    let report = guest.report("failed.json")?;
+    let count = report.function("do_sys_openat2")?.u64("count")?;
+    let not_matched = report.json["filter"]["not_matched"].as_u64().unwrap_or(0);
+    ensure!(
+        (count, not_matched) == (MISSING, FOUND + 1),
+        "--filter errno==ENOENT: {count} recorded and {not_matched} not matched, want \
+         {MISSING} and {} (the found opens and the runtime's one)",
+        FOUND + 1
+    );
+
+    let lines = guest.lines_containing("bad value `4x`");
+    ensure!(
+        lines.len() == 1 && lines[0].contains(" lines=1 ") && !lines[0].starts_with("bad_rc=0 "),
+        "a bad --filter is not one line and a failing exit: {lines:?}"
+    );
+    Ok(())
+}
+
+/// `--children`: the page-cache write loop begins and ends exactly one page per page-sized,
+/// page-aligned write, so each child is called exactly once per parent call; the children's
+/// self times and the parent's own add up to the parent's total, to the nanosecond. A child
+/// called outside the parent is not timed: `shmem_write_begin` alone with a parent that
+/// never runs records nothing.
+fn children_inside(ctx: &mut Ctx) -> Result<()> {
+    let guest = ctx.run(
+        r#"
+hotprof --fn generic_perform_write --children 'shmem_write_*' --json /out/kids.json -- tmpfs_write /tmp/w 1 || exit 1
+hotprof --fn vfs_fsync --children shmem_write_begin --no-calibrate --json /out/outside.json -- tmpfs_write /tmp/v 1 || exit 1
+bad() { "$@" 2>/out/bad_err.txt >/dev/null; echo "bad_rc=$? lines=$(wc -l </out/bad_err.txt) $(cat /out/bad_err.txt)"; }
+bad hotprof --fn 'vfs_read*' --children shmem_write_begin -- true
+true
+"#,
+    )?;
+    guest.expect_exit(0)?;
+    let writes: Vec<u64> = guest
+        .lines_containing("tmpfs_write: ")
+        .iter()
+        .filter(|line| line.starts_with("tmpfs_write: "))
+        .map(|line| Fields::parse("tmpfs_write", line.trim_start_matches("tmpfs_write:")))
+        .map(|fields| fields.u64("writes"))
+        .collect::<Result<_>>()?;
+    ensure!(
+        writes.len() == 2,
+        "want two tmpfs_write results, got {writes:?}"
+    );
+    let report = guest.report("kids.json")?;
+    let parent = report.function("generic_perform_write")?;
+    ensure!(
+        parent.u64("count")? == writes[0],
+        "the parent's calls are not the writes"
+    );
+    let mut self_sum = parent.u64("self_sum_ns")?;
+    for child in ["shmem_write_begin", "shmem_write_end"] {
+        let fields = report.function(child)?;
+        ensure!(
+            fields.u64("count")? == writes[0] && fields.str("child_of")? == "generic_perform_write",
+            "{child}: {} calls for {} parent calls (want one each), child of {:?}",
+            fields.u64("count")?,
+            writes[0],
+            fields.str("child_of").ok()
+        );
+        self_sum += fields.u64("self_sum_ns")?;
+    }
+    let total = parent.u64("sum_ns")?;
+    ensure!(
+        self_sum == total,
+        "the children's and the parent's self times add up to {self_sum} ns, the parent's total is {total} ns"
+    );
+    let outside = guest.report("outside.json")?;
+    let begun = outside.function("shmem_write_begin")?.u64("count")?;
+    ensure!(
+        begun == 0,
+        "shmem_write_begin outside any vfs_fsync was timed {begun} times"
+    );
+    let lines = guest.lines_containing("--children times functions inside one parent");
+    ensure!(
+        lines.len() == 1 && lines[0].contains(" lines=1 ") && !lines[0].starts_with("bad_rc=0 "),
+        "--children with a glob parent is not one line and a failing exit: {lines:?}"
+    );
     Ok(())
 }
 

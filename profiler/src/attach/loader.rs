@@ -9,7 +9,9 @@
 use std::path::Path;
 
 use aya::{Ebpf, EbpfError, EbpfLoader, maps::MapError};
-use profiler_common::{BY_FIELDS_MAX, NUM_BUCKETS, StackCapture, names};
+use profiler_common::{
+    BY_FIELDS_MAX, FILTER_CONDITIONS_MAX, FilterCond, NUM_BUCKETS, SLOWEST_MAX, StackCapture, names,
+};
 
 use super::{TracepointOffsets, one_line};
 use crate::model::TaskStore;
@@ -45,6 +47,13 @@ pub struct ProbeConfig {
     pub by: [u8; BY_FIELDS_MAX],
     /// `--by`: key slots per CPU.
     pub max_keys: u32,
+    /// `--slowest N`: calls kept per function and CPU (0: off).
+    pub slowest: u32,
+    /// `--filter`: the conditions (all `op::NONE`: none) and a comm condition's value.
+    pub conditions: [FilterCond; FILTER_CONDITIONS_MAX],
+    pub condition_comm: [u8; 16],
+    /// `--children`: bit `f` set for each slot `f` timed only inside a parent's frame.
+    pub child_slots: u64,
 }
 
 impl ProbeConfig {
@@ -181,6 +190,19 @@ pub fn load_object(config: &ProbeConfig, store: TaskStore) -> Result<Ebpf, EbpfE
         .override_global("BY_FIELDS", &config.by, true)
         .override_global("MAX_KEYS", &config.max_keys, true)
         .override_global("KEY_SLOT_BASE", &key_base, true)
+        .override_global("SLOWEST_N", &config.slowest, true)
+        .override_global("FILTERS", &config.conditions, true)
+        .override_global("CHILD_SLOTS", &config.child_slots, true)
+        .override_global("FILTER_COMM_VALUE", &config.condition_comm, true)
+        .map_max_entries(
+            names::SLOWEST,
+            if config.slowest > 0 {
+                functions * SLOWEST_MAX
+            } else {
+                1
+            },
+        )
+        .map_max_entries(names::SLOWEST_FLOOR, functions)
         .map_max_entries(names::STATS, slots)
         .map_max_entries(names::HIST, slots * NUM_BUCKETS)
         .map_max_entries(names::KEY_SLOTS, key_entries)

@@ -9,7 +9,7 @@ use clap::Args;
 use profiler_common::DEFAULT_MAX_KEYS;
 
 use crate::attach::Mode;
-use crate::model::{ByError, ByField, KeySpec};
+use crate::model::{ByError, ByField, FilterError, FilterExpr, KeySpec};
 use crate::session::{FilterSpec, ProbeSpec};
 use crate::units::parse_duration;
 
@@ -45,12 +45,25 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "GLOB")]
     pub callers: Option<String>,
 
+    /// Time the functions matching GLOB only while the --fn function is open on the same task,
+    /// and report the "where inside it" table: calls per call, share of its time (self time,
+    /// so the shares and the parent's own add up to 100 %), p50, p99. Repeatable.
+    /// Example: `hotprof --fn generic_perform_write --children 'shmem_write_*' -- dd ...`.
+    #[arg(long, value_name = "GLOB")]
+    pub children: Vec<String>,
+
     /// Also break each function's calls down by KEY, with a histogram per key value:
     /// argN or argN:log2 (N = 0..5), ret, errno, caller, cpu, pid, tid, comm, cgroup.
     /// Repeat or comma-separate to combine up to 3 (`--by arg2:log2,errno`).
     /// Example: `hotprof --fn vfs_write --by arg2:log2 -- dd if=/dev/zero of=/dev/null bs=4k`.
     #[arg(long = "by", value_name = "KEY", value_delimiter = ',', value_parser = parse_by_field)]
     pub by: Vec<ByField>,
+
+    /// Record only calls that satisfy EXPR, checked in the kernel: conditions on the --by
+    /// fields joined by &&, with ==, !=, <, <=, >, >= (comm: == and != only).
+    /// Example: `--filter 'arg2>=4096 && comm==dd'`, `--filter errno==ENOENT`.
+    #[arg(long = "filter", value_name = "EXPR", value_parser = parse_filter)]
+    pub condition: Option<FilterExpr>,
 
     /// Distinct --by key values kept per CPU; calls of further values are counted as losses.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_KEYS,
@@ -105,6 +118,11 @@ pub struct FilterArgs {
     pub cpu: Option<u32>,
 }
 
+/// `--filter`: the domain's own parser, whose errors name the bad token.
+fn parse_filter(text: &str) -> Result<FilterExpr, FilterError> {
+    text.parse()
+}
+
 /// `--by` values: the domain's own parser, whose errors name the bad key.
 fn parse_by_field(text: &str) -> Result<ByField, ByError> {
     text.parse()
@@ -120,8 +138,10 @@ impl ProbeArgs {
             min_latency: self.min_latency,
             calibrate: !self.no_calibrate,
             callers: self.callers.clone(),
+            children: self.children.clone(),
             by: KeySpec::new(self.by.clone())?,
             max_keys: self.max_keys,
+            condition: self.condition.clone(),
             filter: self.filter.to_spec(),
         })
     }

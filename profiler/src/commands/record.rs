@@ -61,6 +61,13 @@ pub struct RecordArgs {
     #[arg(long)]
     pub off_cpu: bool,
 
+    /// Keep the N slowest calls of each function (up to 16) in the kernel and print them
+    /// after the histogram: when, how long, off-CPU part (--off-cpu), CPU, task, the --by
+    /// fields and, with --stacks, the kernel stack.
+    /// Example: `hotprof --fn do_nanosleep --slowest 3 --off-cpu --stacks -- sleep 1`.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub slowest: Option<u32>,
+
     /// Capture the kernel stack at each call's entry and aggregate latency per stack.
     #[arg(long)]
     pub stacks: bool,
@@ -133,6 +140,7 @@ impl RecordArgs {
             stacks: self.stack_capture(),
             stack_map_size: self.stack_map_size,
             command: self.command.clone(),
+            slowest: self.slowest.unwrap_or(0),
         })
     }
 
@@ -203,9 +211,12 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
         off_cpu: args.off_cpu,
         command: &args.command,
         keys: &keys,
+        condition: args.probe.condition.as_ref(),
     };
     let mut signals = Signals::new()?;
     let started = Instant::now();
+    // The probes' clock (CLOCK_MONOTONIC), to place the slowest calls in the run.
+    let started_monotonic_ns = monotonic_ns();
     let mut runs = Vec::new();
     let mut intervals = Vec::new();
     let mut exit_code = 0;
@@ -240,10 +251,50 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
     } else {
         None
     };
+    let slowest = match args.slowest {
+        Some(_) => {
+            let calls = collect::slowest(&ebpf, probed.len())?;
+            // Only the kept calls' stacks: the map may hold thousands.
+            let ids: std::collections::BTreeSet<i32> =
+                calls.iter().map(|(_, call)| call.kernel_stack).collect();
+            let frames: std::collections::BTreeMap<i32, Vec<u64>> = ids
+                .into_iter()
+                .map(|id| (id, collect::stack_frames(&ebpf, id)))
+                .collect();
+            Some((calls, frames))
+        }
+        None => None,
+    };
     // Detach every probe before printing.
     drop(links);
     drop(ebpf);
     let mut recording = session.recording(&last, started.elapsed());
+    if let (Some(n), Some((calls, frames))) = (args.slowest, &slowest) {
+        let kernel = if args.wants_stacks() {
+            crate::flame::KernelSymbolizer::from_system().ok()
+        } else {
+            None
+        };
+        let stack = |slot: u32, id: i32| -> Vec<String> {
+            let (Some(kernel), Some(frames)) = (&kernel, frames.get(&id)) else {
+                return Vec::new();
+            };
+            let leaf = targets
+                .get(slot as usize)
+                .map(|t| (t.symbol.as_str(), t.address));
+            report::stacks::without_probe_frames(frames.clone(), leaf, kernel)
+                .into_iter()
+                .map(|ip| kernel.frame_name(ip))
+                .collect()
+        };
+        session.add_slowest(
+            &mut recording,
+            calls,
+            n as usize,
+            started_monotonic_ns,
+            stack,
+        );
+    }
     recording.losses.kernel_missed = kernel_missed;
     recording.runs = runs;
     recording.intervals = intervals;
@@ -500,6 +551,17 @@ fn check_writable(option: &str, path: &std::path::Path) -> anyhow::Result<()> {
         bail!("{option} {}: is a directory", path.display());
     }
     Ok(())
+}
+
+/// CLOCK_MONOTONIC now, in nanoseconds: the clock `bpf_ktime_get_ns` reads.
+fn monotonic_ns() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into `now`, which is valid and writable.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
 }
 
 #[cfg(test)]

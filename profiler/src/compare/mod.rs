@@ -26,7 +26,17 @@
 //! sites recorded by one side only, are notes. In `--json`, each function gets
 //! `"callers": [{"site": "...", "rows": [...]}]` with rows shaped like its own `rows`, omitted
 //! when there are none (so comparisons of recordings without call sites are unchanged). See
-//! the `callers` module for how absent sites count.
+//! the `breakdown` module for how absent sites count.
+//!
+//! # Keys
+//! Likewise for `--by` key values (`keys`): when both sides keyed their calls by the same
+//! fields (`by`), every key value recorded on both sides (matched by all its values) gets the
+//! same four rows, printed after the call sites under `  by FIELD, FIELD` as `    VALUE VALUE`,
+//! tested on runs only and part of the Holm family and of [`regression`]. Key values on one
+//! side only, keys on one side only, and sides keyed by different fields (whose values cannot
+//! be matched: then no key value is compared) are notes. In `--json`, the comparison gets
+//! `"by": [...]` and each function `"keys": [{"key": [...], "rows": [...]}]`, both omitted
+//! when empty.
 //!
 //! # Which test decides
 //! Exactly one test per row gives its p-value:
@@ -72,7 +82,7 @@
 
 mod binned;
 mod bootstrap;
-mod callers;
+mod breakdown;
 mod error;
 mod hypothesis;
 mod notes;
@@ -87,7 +97,7 @@ mod tests;
 use serde::Serialize;
 
 pub use binned::MannWhitney;
-pub use callers::CallerComparison;
+pub use breakdown::{CallerComparison, KeyComparison};
 pub use error::CompareError;
 pub use render::render_table;
 pub use row::{Row, SideStats, TestMethod, TestResult, Unit, Verdict};
@@ -111,6 +121,9 @@ pub struct Comparison {
     pub correction: &'static str,
     /// Rows with a test: the size of the Holm family.
     pub tests: usize,
+    /// The `--by` fields whose key values are compared; omitted when none are.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub by: Vec<String>,
     /// Differences that bias the latencies (probe mode, dropped calls).
     pub warnings: Vec<String>,
     /// Context: unmatched functions, kernels, too few runs.
@@ -144,16 +157,42 @@ pub struct FunctionComparison {
     /// Per call site recorded on both sides (call-site mode); omitted when there are none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub callers: Vec<CallerComparison>,
+    /// Per `--by` key value recorded on both sides; omitted when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub keys: Vec<KeyComparison>,
+}
+
+/// Which of a function's calls a row is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowScope<'a> {
+    /// All of them.
+    Function,
+    /// Those made from this call site.
+    Site(&'a str),
+    /// Those with this `--by` key value (one value per field of [`Comparison::by`]).
+    Key(&'a [String]),
 }
 
 impl FunctionComparison {
-    /// The function's rows, then every call site's rows, each with its site.
-    pub fn all_rows(&self) -> impl Iterator<Item = (Option<&str>, &Row)> {
-        let sites = self
-            .callers
-            .iter()
-            .flat_map(|c| c.rows.iter().map(move |row| (Some(c.site.as_str()), row)));
-        self.rows.iter().map(|row| (None, row)).chain(sites)
+    /// The function's rows, then every call site's rows, then every key value's rows.
+    pub fn all_rows(&self) -> impl Iterator<Item = (RowScope<'_>, &Row)> {
+        let sites = self.callers.iter().flat_map(|c| {
+            let scope = RowScope::Site(&c.site);
+            c.rows.iter().map(move |row| (scope, row))
+        });
+        let keys = self.keys.iter().flat_map(|k| {
+            let scope = RowScope::Key(&k.key);
+            k.rows.iter().map(move |row| (scope, row))
+        });
+        let own = self.rows.iter().map(|row| (RowScope::Function, row));
+        own.chain(sites).chain(keys)
+    }
+
+    /// Every row, mutably, in the order of [`Self::all_rows`].
+    fn all_rows_mut(&mut self) -> impl Iterator<Item = &mut Row> {
+        let sites = self.callers.iter_mut().flat_map(|c| c.rows.iter_mut());
+        let keys = self.keys.iter_mut().flat_map(|k| k.rows.iter_mut());
+        self.rows.iter_mut().chain(sites).chain(keys)
     }
 }
 
@@ -173,29 +212,29 @@ pub fn compare(base: &[Recording], new: &[Recording]) -> Result<Comparison, Comp
             new: error::short_list(&new_names),
         });
     }
+    let key_fields = breakdown::key_fields(&base, &new);
+    let compare_keys = matches!(key_fields, breakdown::KeyFields::Same(_));
     let mut functions: Vec<FunctionComparison> = common
         .iter()
-        .map(|name| rows::compare_function(name, &base, &new))
+        .map(|name| rows::compare_function(name, &base, &new, compare_keys))
         .collect();
     let mut workload = rows::compare_workload(&base, &new);
     let tests = adjust_and_decide(
         functions
             .iter_mut()
-            .flat_map(|f| {
-                let sites = f.callers.iter_mut().flat_map(|c| c.rows.iter_mut());
-                f.rows.iter_mut().chain(sites)
-            })
+            .flat_map(FunctionComparison::all_rows_mut)
             .chain(workload.iter_mut()),
     );
     let (base_info, new_info) = (base.info(), new.info());
     Ok(Comparison {
         warnings: notes::warnings(&base_info, &new_info),
-        notes: notes::notes(&base, &new, &functions),
+        notes: notes::notes(&base, &new, &functions, &key_fields),
         base: base_info,
         new: new_info,
         alpha: ALPHA,
         correction: "holm",
         tests,
+        by: key_fields.compared().to_vec(),
         functions,
         workload,
     })
@@ -220,13 +259,15 @@ fn adjust_and_decide<'a>(rows: impl Iterator<Item = &'a mut Row>) -> usize {
 }
 
 /// The significant slowdowns larger than `fail_if_slower_pct` percent, one line each
-/// (`getpid p50: 173 ns → 203 ns, p50 +17.3% ± 0.9% (significant, p < 0.001)`). Only rows
-/// where higher is slower count (latencies, workload metrics in ns/µs/ms), never calls/run.
+/// (`getpid p50: 173 ns → 203 ns, p50 +17.3% ± 0.9% (significant, p < 0.001)`; a call site's
+/// as `vfs_write at SITE p50: …`, a key value's as `vfs_write by errno=EIO p50: …`). Only
+/// rows where higher is slower count (latencies, workload metrics in ns/µs/ms), never
+/// calls/run.
 pub fn regression(comparison: &Comparison, fail_if_slower_pct: f64) -> Vec<String> {
-    let function_rows = comparison
-        .functions
-        .iter()
-        .flat_map(|f| f.all_rows().map(move |(site, row)| (Some((f, site)), row)));
+    let function_rows = comparison.functions.iter().flat_map(|f| {
+        f.all_rows()
+            .map(move |(scope, row)| (Some((f, scope)), row))
+    });
     let workload_rows = comparison.workload.iter().map(|row| (None, row));
     function_rows
         .chain(workload_rows)
@@ -236,8 +277,11 @@ pub fn regression(comparison: &Comparison, fail_if_slower_pct: f64) -> Vec<Strin
         })
         .map(|(function, row)| {
             let name = match function {
-                Some((f, Some(site))) => format!("{} at {site} ", f.name),
-                Some((f, None)) => format!("{} ", f.name),
+                Some((f, RowScope::Function)) => format!("{} ", f.name),
+                Some((f, RowScope::Site(site))) => format!("{} at {site} ", f.name),
+                Some((f, RowScope::Key(key))) => {
+                    format!("{} by {} ", f.name, key_text(&comparison.by, key))
+                }
                 None => String::new(),
             };
             let (from, to) = (
@@ -247,4 +291,18 @@ pub fn regression(comparison: &Comparison, fail_if_slower_pct: f64) -> Vec<Strin
             format!("{name}{}: {from} → {to}, {}", row.metric, row.verdict_text)
         })
         .collect()
+}
+
+/// A key value with its fields, `arg2:log2=[4096, 8192) errno=EIO`; just the values if the
+/// counts disagree (a malformed file), so nothing is silently dropped.
+fn key_text(fields: &[String], key: &[String]) -> String {
+    if fields.len() != key.len() {
+        return key.join(" ");
+    }
+    let pairs: Vec<String> = fields
+        .iter()
+        .zip(key)
+        .map(|(field, value)| format!("{field}={value}"))
+        .collect();
+    pairs.join(" ")
 }

@@ -1,6 +1,6 @@
 //! What the reader must know about the inputs: mismatches that do not stop a comparison.
 
-use super::callers::caller_notes;
+use super::breakdown::{Breakdown, KeyFields, part_notes};
 use super::error::short_list;
 use super::side::Side;
 use super::{FunctionComparison, MIN_RUNS_FOR_RUN_TEST, SideInfo};
@@ -34,19 +34,36 @@ pub(super) fn warnings(base: &SideInfo, new: &SideInfo) -> Vec<String> {
 }
 
 /// Notes: context for reading the table.
-pub(super) fn notes(base: &Side, new: &Side, functions: &[FunctionComparison]) -> Vec<String> {
+pub(super) fn notes(
+    base: &Side,
+    new: &Side,
+    functions: &[FunctionComparison],
+    key_fields: &KeyFields,
+) -> Vec<String> {
     let (base_info, new_info) = (base.info(), new.info());
     let mut notes = Vec::new();
     notes.extend(kernel_note(&base_info, &new_info));
     notes.extend(overhead_note(&base_info, &new_info));
     notes.extend(unmatched_function_notes(base, new));
+    if let KeyFields::Mismatched(note) = key_fields {
+        notes.push(note.clone());
+    }
     for function in functions {
         let (name, base_runs, new_runs) = (
             &function.name,
             base.function_runs(&function.name),
             new.function_runs(&function.name),
         );
-        notes.extend(caller_notes(name, &base_runs, &new_runs));
+        notes.extend(part_notes(
+            Breakdown::CallSites,
+            name,
+            &base_runs,
+            &new_runs,
+        ));
+        // Key values of differently keyed sides are not comparable: one note above says so.
+        if matches!(key_fields, KeyFields::Same(_)) {
+            notes.extend(part_notes(Breakdown::Keys, name, &base_runs, &new_runs));
+        }
         if function.base_symbol != function.new_symbol {
             let (name, b, n) = (&function.name, &function.base_symbol, &function.new_symbol);
             notes.push(format!(

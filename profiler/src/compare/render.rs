@@ -35,6 +35,13 @@ pub fn render_table(comparison: &Comparison) -> String {
             table.section(format!("  at {}", caller.site));
             caller.rows.iter().for_each(|row| table.row(row));
         }
+        if !function.keys.is_empty() {
+            table.section(format!("  by {}", comparison.by.join(", ")));
+        }
+        for key in &function.keys {
+            table.section(format!("    {}", key.label()));
+            key.rows.iter().for_each(|row| table.row(row));
+        }
     }
     if !comparison.workload.is_empty() {
         table.section("workload".into());

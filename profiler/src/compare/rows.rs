@@ -4,7 +4,7 @@ use profiler_common::{bucket_index, bucket_lower_bound, bucket_upper_bound};
 
 use super::binned::mann_whitney;
 use super::bootstrap::{RESAMPLES, quantile_difference, seed_for};
-use super::callers::compare_callers;
+use super::breakdown::{compare_callers, compare_keys};
 use super::hypothesis::Moments;
 use super::row::{Row, SideStats, TestMethod, TestResult, Unit};
 use super::side::{Pooled, Side, pool};
@@ -90,8 +90,14 @@ impl<'a> FunctionSide<'a> {
     }
 }
 
-/// Every metric row of one function present on both sides (p-values not yet adjusted).
-pub(super) fn compare_function(name: &str, base: &Side, new: &Side) -> FunctionComparison {
+/// Every metric row of one function present on both sides (p-values not yet adjusted); its
+/// key values only with `with_keys` (both sides keyed by the same fields).
+pub(super) fn compare_function(
+    name: &str,
+    base: &Side,
+    new: &Side,
+    with_keys: bool,
+) -> FunctionComparison {
     let (base, new) = (FunctionSide::new(base, name), FunctionSide::new(new, name));
     let rows = FunctionMetric::ALL
         .iter()
@@ -110,6 +116,11 @@ pub(super) fn compare_function(name: &str, base: &Side, new: &Side) -> FunctionC
         calls_distribution: mann_whitney(&base.pooled.sample, &new.pooled.sample),
         rows,
         callers: compare_callers(&base.runs, &new.runs),
+        keys: if with_keys {
+            compare_keys(&base.runs, &new.runs)
+        } else {
+            Vec::new()
+        },
     }
 }
 

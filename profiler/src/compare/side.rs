@@ -52,6 +52,25 @@ impl<'a> Side<'a> {
             .collect()
     }
 
+    /// Whether any run recorded `--by` key values for any function.
+    pub fn has_keys(&self) -> bool {
+        self.runs
+            .iter()
+            .flat_map(|run| run.functions.iter())
+            .any(|function| !function.keys.is_empty())
+    }
+
+    /// The distinct `--by` fields of the side's files, in order of appearance.
+    pub fn key_fields(&self) -> Vec<&'a [String]> {
+        let mut fields: Vec<&'a [String]> = Vec::new();
+        for recording in self.recordings {
+            if !fields.contains(&recording.by.as_slice()) {
+                fields.push(&recording.by);
+            }
+        }
+        fields
+    }
+
     pub fn workload_keys(&self) -> BTreeSet<&'a str> {
         self.runs
             .iter()

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use super::bootstrap::Rng;
 use super::*;
 use crate::model::{
-    CallerRecord, FunctionRecord, FunctionTotals, Losses, RunRecord, SCHEMA_VERSION,
+    CallerRecord, FunctionRecord, FunctionTotals, KeyRecord, Losses, RunRecord, SCHEMA_VERSION,
 };
 
 /// How a synthetic function's latencies are drawn.
@@ -73,6 +73,7 @@ fn recording(functions: &[(&str, Shape)], seed: u64) -> Recording {
     Recording {
         schema_version: SCHEMA_VERSION,
         by: Vec::new(),
+        filter: None,
         tool: "hotprof test".into(),
         kernel: "6.12.0".into(),
         mode: "fentry".into(),
@@ -709,40 +710,67 @@ fn false_alarm_and_detection_rates() {
     eprintln!("A/A, 1 run, 2% jitter (unmeasurable without runs): {any}/40 {per_metric:?}");
 }
 
-/// A recording of one function, `vfs_write`, called from `sites` (site, shape): each run's
-/// function record is all its sites' calls, with `callers` holding every site's own figures.
-fn caller_recording(sites: &[(&str, Shape)], seed: u64) -> Recording {
-    let mut recording = recording(&[("vfs_write", sites[0].1)], seed);
+/// Stores the parts of a function's calls (label, the part's own record) in its record.
+type Split = fn(&mut FunctionRecord, &[(&str, FunctionRecord)]);
+
+/// A recording of one function, `vfs_write`, whose calls are split into `parts` (label,
+/// shape): each run's function record is all its parts' calls, and `split` adds each part's
+/// own figures to it. The top-level record keeps the last run's parts.
+fn split_recording(parts: &[(&str, Shape)], seed: u64, split: Split) -> Recording {
+    let mut recording = recording(&[("vfs_write", parts[0].1)], seed);
     let mut rng = Rng::new(seed ^ 0x5eed);
     let mut all_durations = Vec::new();
-    let mut all_callers: Vec<CallerRecord> = Vec::new();
-    let run_count = sites[0].1.runs;
+    let mut last_parts = Vec::new();
+    let run_count = parts[0].1.runs;
     let mut runs = Vec::new();
     for _ in 0..run_count {
         let mut durations = Vec::new();
-        let mut callers = Vec::new();
-        for (site, shape) in sites {
-            let site_durations = run_durations(shape, &mut rng);
-            callers.push(CallerRecord::of(
-                site.to_string(),
-                &function_record("vfs_write", &site_durations),
-            ));
-            durations.extend(site_durations);
+        let mut records = Vec::new();
+        for (label, shape) in parts {
+            let part_durations = run_durations(shape, &mut rng);
+            records.push((*label, function_record("vfs_write", &part_durations)));
+            durations.extend(part_durations);
         }
         let mut function = function_record("vfs_write", &durations);
-        function.callers = callers.clone();
+        split(&mut function, &records);
         runs.push(RunRecord {
             duration_ns: 1,
             functions: vec![function],
             ..RunRecord::default()
         });
         all_durations.extend(durations);
-        all_callers = callers;
+        last_parts = records;
     }
     let mut merged = function_record("vfs_write", &all_durations);
-    merged.callers = all_callers;
+    split(&mut merged, &last_parts);
     recording.functions = vec![merged];
     recording.runs = if run_count > 1 { runs } else { Vec::new() };
+    recording
+}
+
+/// `vfs_write` called from `sites` (site, shape), with `callers` holding each site's figures.
+fn caller_recording(sites: &[(&str, Shape)], seed: u64) -> Recording {
+    split_recording(sites, seed, |function, parts| {
+        function.callers = parts
+            .iter()
+            .map(|(site, record)| CallerRecord::of(site.to_string(), record))
+            .collect();
+    })
+}
+
+/// `vfs_write` recorded `--by` `fields`, with `keys` (values joined by `|`, shape) holding
+/// each key value's figures.
+fn key_recording(fields: &[&str], keys: &[(&str, Shape)], seed: u64) -> Recording {
+    let mut recording = split_recording(keys, seed, |function, parts| {
+        function.keys = parts
+            .iter()
+            .map(|(key, record)| {
+                let values = key.split('|').map(String::from).collect();
+                KeyRecord::of(values, record)
+            })
+            .collect();
+    });
+    recording.by = fields.iter().map(|f| f.to_string()).collect();
     recording
 }
 
@@ -898,4 +926,179 @@ fn call_sites_of_single_runs_are_not_tested_and_old_files_have_none() {
     let json = serde_json::to_value(&comparison).unwrap();
     assert!(json["functions"][0].get("callers").is_none());
     assert!(!render_table(&comparison).contains("  at "));
+}
+
+fn key_row<'a>(comparison: &'a Comparison, key: &[&str], metric: &str) -> &'a Row {
+    comparison.functions[0]
+        .keys
+        .iter()
+        .find(|k| k.key == key)
+        .expect("key value compared")
+        .rows
+        .iter()
+        .find(|r| r.metric == metric)
+        .expect("metric compared")
+}
+
+const BY_SIZE_ERRNO: [&str; 2] = ["arg2:log2", "errno"];
+const SLOWED_KEY: [&str; 2] = ["[4096, 8192)", "EIO"];
+const STEADY_KEY: [&str; 2] = ["[0, 1)", "ENOSPC"];
+
+#[test]
+fn a_slowdown_at_one_key_value_is_significant_there_only() {
+    let fast = Shape {
+        mean_ns: 400.0,
+        ..TEN_PERCENT_BASE
+    };
+    let slow = Shape {
+        mean_ns: 1_100.0,
+        ..TEN_PERCENT_BASE
+    };
+    let base = key_recording(
+        &BY_SIZE_ERRNO,
+        &[
+            ("[4096, 8192)|EIO", TEN_PERCENT_BASE),
+            ("[0, 1)|ENOSPC", fast),
+            ("[8192, 16384)|EIO", fast),
+        ],
+        100,
+    );
+    let new = key_recording(
+        &BY_SIZE_ERRNO,
+        &[
+            ("[4096, 8192)|EIO", slow),
+            ("[0, 1)|ENOSPC", fast),
+            ("[16, 32)|EAGAIN", fast),
+        ],
+        101,
+    );
+    let comparison = compare(&[base], &[new]).unwrap();
+    assert_eq!(comparison.by, BY_SIZE_ERRNO);
+    let keys: Vec<Vec<String>> = comparison.functions[0]
+        .keys
+        .iter()
+        .map(|k| k.key.clone())
+        .collect();
+    assert_eq!(keys, [SLOWED_KEY, STEADY_KEY]);
+    for metric in ["calls/run", "avg", "p50", "p99"] {
+        let slowed = key_row(&comparison, &SLOWED_KEY, metric);
+        let steady = key_row(&comparison, &STEADY_KEY, metric);
+        for row in [slowed, steady] {
+            assert_eq!(
+                row.test.as_ref().map(|t| t.method),
+                Some(TestMethod::WelchRuns),
+                "{}",
+                row.verdict_text
+            );
+        }
+        assert!(!steady.significant, "{}", steady.verdict_text);
+        if metric != "calls/run" {
+            assert!(slowed.significant, "{}", slowed.verdict_text);
+            let change = slowed.test.as_ref().unwrap().change_pct;
+            assert!((change - 10.0).abs() < 2.0, "{}", slowed.verdict_text);
+        }
+    }
+    // The key rows are in the Holm family: 6 function rows and 4 per common key value.
+    assert_eq!(comparison.tests, 6 + 2 * 4);
+    for expected in [
+        "vfs_write: key value(s) only in base, not compared: [8192, 16384) EIO",
+        "vfs_write: key value(s) only in new, not compared: [16, 32) EAGAIN",
+    ] {
+        assert!(
+            comparison.notes.iter().any(|n| n == expected),
+            "{:?}",
+            comparison.notes
+        );
+    }
+
+    let flagged = regression(&comparison, 5.0);
+    assert!(
+        flagged
+            .iter()
+            .any(|line| line.starts_with("vfs_write by arg2:log2=[4096, 8192) errno=EIO p50: ")),
+        "{flagged:?}"
+    );
+    assert!(!flagged.iter().any(|l| l.contains("ENOSPC")), "{flagged:?}");
+
+    let table = render_table(&comparison);
+    let heading = table
+        .lines()
+        .position(|l| l == "  by arg2:log2, errno")
+        .expect(&table);
+    let next: Vec<&str> = table.lines().skip(heading + 1).take(6).collect();
+    assert_eq!(next[0], "    [4096, 8192) EIO", "{table}");
+    assert!(
+        next[3].contains("p50 +") && next[3].contains("(significant"),
+        "{table}"
+    );
+    assert_eq!(next[5], "    [0, 1) ENOSPC", "{table}");
+    assert!(
+        !table.lines().any(|l| l == "    [8192, 16384) EIO"),
+        "{table}"
+    );
+
+    let json = serde_json::to_value(&comparison).unwrap();
+    assert_eq!(json["by"], serde_json::json!(BY_SIZE_ERRNO));
+    let keys = &json["functions"][0]["keys"];
+    assert_eq!(keys[0]["key"], serde_json::json!(SLOWED_KEY));
+    assert_eq!(keys[0]["rows"][2]["metric"], "p50");
+    assert_eq!(keys[0]["rows"][2]["verdict"], "significant");
+    assert_eq!(keys[1]["rows"][2]["verdict"], "no_significant_change");
+    assert!(json["functions"][0].get("callers").is_none());
+}
+
+#[test]
+fn identical_keyed_recordings_have_key_rows_and_no_notes() {
+    let one_run = Shape {
+        runs: 1,
+        ..TEN_PERCENT_BASE
+    };
+    let keyed = key_recording(&["errno"], &[("EIO", one_run), ("ENOSPC", one_run)], 102);
+    let comparison = compare(std::slice::from_ref(&keyed), std::slice::from_ref(&keyed)).unwrap();
+    assert_eq!(comparison.functions[0].keys.len(), 2);
+    assert!(comparison.notes.iter().all(|n| !n.contains("key")));
+    let row = key_row(&comparison, &["EIO"], "p50");
+    assert_eq!(
+        row.verdict_text,
+        "p50 not tested: needs ≥ 3 runs per side (a key value keeps no sum of squares)"
+    );
+}
+
+#[test]
+fn different_by_fields_are_a_note_and_no_key_rows() {
+    let shape = TEN_PERCENT_BASE;
+    let by_errno = key_recording(&["errno"], &[("EIO", shape)], 103);
+    let by_size = key_recording(&["arg2:log2"], &[("[4096, 8192)", shape)], 104);
+    let comparison = compare(std::slice::from_ref(&by_errno), &[by_size]).unwrap();
+    assert!(comparison.functions[0].keys.is_empty());
+    assert!(comparison.by.is_empty());
+    assert_eq!(comparison.tests, 6, "only the function's rows are tested");
+    assert!(
+        comparison.notes.contains(
+            &"--by fields differ (base by errno, new by arg2:log2): key values not compared"
+                .to_string()
+        ),
+        "{:?}",
+        comparison.notes
+    );
+    assert!(
+        !comparison.notes.iter().any(|n| n.contains("key value(s)")),
+        "{:?}",
+        comparison.notes
+    );
+    assert!(!render_table(&comparison).contains("  by "));
+    let json = serde_json::to_value(&comparison).unwrap();
+    assert!(json.get("by").is_none() && json["functions"][0].get("keys").is_none());
+
+    // Keys on one side only: a note naming the fields, no key rows.
+    let plain = recording(&[("vfs_write", shape)], 105);
+    let comparison = compare(&[plain], &[by_errno]).unwrap();
+    assert!(comparison.functions[0].keys.is_empty());
+    assert!(
+        comparison
+            .notes
+            .contains(&"keys (by errno) recorded only in new, not compared".to_string()),
+        "{:?}",
+        comparison.notes
+    );
 }

@@ -208,6 +208,7 @@ mod tests {
         Recording {
             schema_version: SCHEMA_VERSION,
             by: Vec::new(),
+            filter: None,
             tool: "hotprof 0.1.0".into(),
             kernel: "6.1.0-<script>".into(),
             mode: "kprobe".into(),

@@ -26,7 +26,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::export::CALLER_SITES;
+use crate::export::{BREAKDOWN_ROWS, key_fields};
 use crate::model::{FunctionRecord, Recording};
 
 /// The exposition format to write.
@@ -185,58 +185,94 @@ struct Series<'a> {
     sum_ns: u64,
     self_sum_ns: u64,
     below_min_latency: u64,
-    /// Call sites (call-site mode), merged by site; empty otherwise.
-    callers: Vec<Site<'a>>,
+    /// Call sites (call-site mode), one label value each; empty otherwise.
+    callers: Breakdown<'a>,
+    /// `--by` key values, one label value per key field; empty without `--by`.
+    keys: Breakdown<'a>,
 }
 
-/// One call site's part of a function's calls.
-struct Site<'a> {
-    site: &'a str,
+/// A breakdown of one function's calls (by call site, by `--by` key value): one row per
+/// tuple of label values, rows of duplicate records merged.
+#[derive(Default)]
+struct Breakdown<'a>(Vec<Row<'a>>);
+
+/// One row of a [`Breakdown`]: a label value per label of its family, and its calls.
+struct Row<'a> {
+    labels: Vec<&'a str>,
     count: u64,
     sum_ns: u64,
     /// `(p50, p99)` in ns; `None` once merged from duplicate records (not combinable).
     quantiles: Option<(u64, u64)>,
 }
 
-impl<'a> Series<'a> {
-    /// Adds `function`'s call sites, merging a site already listed.
-    fn add_callers(&mut self, function: &'a FunctionRecord) {
-        for caller in &function.callers {
-            if let Some(site) = self.callers.iter_mut().find(|s| s.site == caller.site) {
-                site.count += caller.count;
-                site.sum_ns += caller.sum_ns;
-                site.quantiles = None;
-            } else {
-                self.callers.push(Site {
-                    site: &caller.site,
-                    count: caller.count,
-                    sum_ns: caller.sum_ns,
-                    quantiles: Some((caller.p50_ns, caller.p99_ns)),
-                });
-            }
+impl<'a> Breakdown<'a> {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Adds a row, merged into the one with the same label values if there is one.
+    fn add(&mut self, labels: Vec<&'a str>, count: u64, sum_ns: u64, quantiles: (u64, u64)) {
+        if let Some(row) = self.0.iter_mut().find(|r| r.labels == labels) {
+            row.count += count;
+            row.sum_ns += sum_ns;
+            row.quantiles = None;
+        } else {
+            self.0.push(Row {
+                labels,
+                count,
+                sum_ns,
+                quantiles: Some(quantiles),
+            });
         }
     }
 
-    /// The [`CALLER_SITES`] busiest sites (by total time, ties by site, as in the recording), then
-    /// `("other", count, sum_ns)` summing the rest when there is a rest. A site literally
-    /// named `other` is summed there too, so no label set repeats.
-    fn busiest_callers(&self) -> (Vec<&Site<'a>>, Option<(u64, u64)>) {
-        let mut sites: Vec<&Site<'a>> = self.callers.iter().filter(|s| s.site != OTHER).collect();
-        sites.sort_by(|a, b| b.sum_ns.cmp(&a.sum_ns).then_with(|| a.site.cmp(b.site)));
-        let rest: Vec<&Site<'a>> = self
-            .callers
+    /// The [`BREAKDOWN_ROWS`] busiest rows (by total time, ties by label values, as in the
+    /// recording), then `(count, sum_ns)` summing the rest when there is a rest. A row whose
+    /// every label value is literally `other` is summed there too, so no label set repeats.
+    fn busiest(&self) -> (Vec<&Row<'a>>, Option<(u64, u64)>) {
+        let is_other = |row: &Row<'_>| row.labels.iter().all(|l| *l == OTHER);
+        let mut rows: Vec<&Row<'a>> = self.0.iter().filter(|r| !is_other(r)).collect();
+        rows.sort_by(|a, b| {
+            b.sum_ns
+                .cmp(&a.sum_ns)
+                .then_with(|| a.labels.cmp(&b.labels))
+        });
+        let rest: Vec<&Row<'a>> = self
+            .0
             .iter()
-            .filter(|s| s.site == OTHER)
-            .chain(sites.iter().skip(CALLER_SITES).copied())
+            .filter(|r| is_other(r))
+            .chain(rows.iter().skip(BREAKDOWN_ROWS).copied())
             .collect();
-        sites.truncate(CALLER_SITES);
+        rows.truncate(BREAKDOWN_ROWS);
         let other = (!rest.is_empty()).then(|| {
             (
-                rest.iter().map(|s| s.count).sum(),
-                rest.iter().map(|s| s.sum_ns).sum(),
+                rest.iter().map(|r| r.count).sum(),
+                rest.iter().map(|r| r.sum_ns).sum(),
             )
         });
-        (sites, other)
+        (rows, other)
+    }
+}
+
+impl<'a> Series<'a> {
+    /// Adds `function`'s call sites and key values (`key_width` label values each; a
+    /// hand-made key with fewer is padded with empty values), merging rows already listed.
+    fn add_breakdowns(&mut self, function: &'a FunctionRecord, key_width: usize) {
+        for caller in &function.callers {
+            self.callers.add(
+                vec![caller.site.as_str()],
+                caller.count,
+                caller.sum_ns,
+                (caller.p50_ns, caller.p99_ns),
+            );
+        }
+        for key in &function.keys {
+            let labels = (0..key_width)
+                .map(|i| key.key.get(i).map_or("", String::as_str))
+                .collect();
+            self.keys
+                .add(labels, key.count, key.sum_ns, (key.p50_ns, key.p99_ns));
+        }
     }
 
     /// The label set every per-function family shares.
@@ -252,7 +288,8 @@ impl<'a> Series<'a> {
 
 /// Functions keyed by their label values, in recording order. A function listed twice
 /// (same name and symbol) is merged: two series with one label set would be rejected.
-fn series(functions: &[FunctionRecord]) -> Vec<Series<'_>> {
+/// `key_width` is the number of `--by` key labels.
+fn series(functions: &[FunctionRecord], key_width: usize) -> Vec<Series<'_>> {
     let mut out: Vec<Series<'_>> = Vec::new();
     let mut index: BTreeMap<(&str, &str), usize> = BTreeMap::new();
     for function in functions {
@@ -266,7 +303,7 @@ fn series(functions: &[FunctionRecord]) -> Vec<Series<'_>> {
             s.sum_ns += function.sum_ns;
             s.self_sum_ns += function.self_sum_ns;
             s.below_min_latency += function.below_min_latency;
-            s.add_callers(function);
+            s.add_breakdowns(function, key_width);
         } else {
             index.insert(key, out.len());
             out.push(Series {
@@ -276,12 +313,41 @@ fn series(functions: &[FunctionRecord]) -> Vec<Series<'_>> {
                 sum_ns: function.sum_ns,
                 self_sum_ns: function.self_sum_ns,
                 below_min_latency: function.below_min_latency,
-                callers: Vec::new(),
+                callers: Breakdown::default(),
+                keys: Breakdown::default(),
             });
-            out.last_mut().unwrap().add_callers(function);
+            out.last_mut().unwrap().add_breakdowns(function, key_width);
         }
     }
     out
+}
+
+/// Labels of the per-function families besides the `--by` ones: a key label must not take
+/// one of these names.
+const FUNCTION_LABELS: [&str; 6] = ["function", "symbol", "mode", "kernel", "quantile", "le"];
+
+/// Prometheus label names for the `--by` key fields, in order: every character outside
+/// `[a-zA-Z0-9_]` becomes `_` (`arg2:log2` → `arg2_log2`; `errno`, `comm`, `caller` stay),
+/// and a name that would be invalid (empty, leading digit), reserved (leading `__`) or taken
+/// (a function label, an earlier field) gets `key_` prefixed until it is none of these.
+fn key_label_names(fields: &[String]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::with_capacity(fields.len());
+    for field in fields {
+        let mut name: String = field
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        while name.is_empty()
+            || name.starts_with(|c: char| c.is_ascii_digit())
+            || name.starts_with("__")
+            || FUNCTION_LABELS.contains(&name.as_str())
+            || names.contains(&name)
+        {
+            name.insert_str(0, "key_");
+        }
+        names.push(name);
+    }
+    names
 }
 
 /// The fields of [`crate::model::Losses`], by their JSON names, so a field added there is
@@ -303,9 +369,11 @@ fn loss_fields(recording: &Recording) -> Vec<(String, u64)> {
 /// `hotprof_recording_duration_seconds`, `hotprof_function_latency_seconds` (histogram,
 /// labels `function`, `symbol`, `mode`, `kernel`), `hotprof_function_self_seconds_total`,
 /// `hotprof_function_below_min_latency_calls_total`, `hotprof_losses_total{kind}` (one per
-/// field of `Losses`), when calibrated, `hotprof_probe_overhead_seconds`, and, when any
+/// field of `Losses`), when calibrated, `hotprof_probe_overhead_seconds`, when any
 /// function has call sites (call-site mode), `hotprof_function_caller_latency_seconds`
-/// (summary, the function labels plus `caller`; see [`render_callers`]).
+/// (summary, the function labels plus `caller`), and when any has `--by` key rows,
+/// `hotprof_function_key_latency_seconds` (summary, the function labels plus one per key
+/// field, e.g. `arg2_log2` and `errno`). Both are bounded; see [`Context::breakdown`].
 pub fn render(recording: &Recording, format: Format) -> String {
     let mut out = String::new();
     let mode = recording.mode.as_str();
@@ -340,7 +408,8 @@ pub fn render(recording: &Recording, format: Format) -> String {
         seconds(recording.duration_ns)
     );
 
-    let all = series(&recording.functions);
+    let key_fields = key_fields(recording);
+    let all = series(&recording.functions, key_fields.len());
     let name = "hotprof_function_latency_seconds";
     header(
         &mut out,
@@ -394,8 +463,34 @@ pub fn render(recording: &Recording, format: Format) -> String {
         let _ = writeln!(out, "{name}_total{pairs} {}", s.below_min_latency);
     }
 
+    let context = Context {
+        format,
+        all: &all,
+        mode,
+        kernel,
+    };
     if all.iter().any(|s| !s.callers.is_empty()) {
-        render_callers(&mut out, format, &all, mode, kernel);
+        context.breakdown(
+            &mut out,
+            "hotprof_function_caller_latency_seconds",
+            &format!(
+                "Latency of the timed calls of a kernel function by call site (call-site mode): the {BREAKDOWN_ROWS} busiest sites per function, the rest summed in caller other without quantiles."
+            ),
+            &["caller".to_string()],
+            |s| &s.callers,
+        );
+    }
+    if all.iter().any(|s| !s.keys.is_empty()) {
+        context.breakdown(
+            &mut out,
+            "hotprof_function_key_latency_seconds",
+            &format!(
+                "Latency of the timed calls of a kernel function by --by key value ({}), a label per key field: the {BREAKDOWN_ROWS} busiest values per function, the rest summed in one series with every key label other, without quantiles.",
+                key_fields.join(", ")
+            ),
+            &key_label_names(&key_fields),
+            |s| &s.keys,
+        );
     }
 
     let name = "hotprof_losses";
@@ -433,44 +528,65 @@ pub fn render(recording: &Recording, format: Format) -> String {
     out
 }
 
-/// The label value summing the call sites beyond the [`CALLER_SITES`] busiest.
+/// The label value (every key label's, for `--by` keys) of the series summing the rows
+/// beyond the [`BREAKDOWN_ROWS`] busiest.
 const OTHER: &str = "other";
 
-/// `hotprof_function_caller_latency_seconds`: per function, a summary per call site
-/// (`caller="generic_perform_write+0x14e"`) with its p50 and p99 (`quantile="0.5"`,
-/// `"0.99"`), `_count` and `_sum`. Bounded: the [`CALLER_SITES`] busiest sites by total
-/// time, the rest summed in `caller="other"` (`_count` and `_sum` only: quantiles do not
-/// add up, nor do those of a site merged from duplicate records). A summary, not a
-/// histogram, because a site keeps its count, sum and two quantiles, not buckets.
-fn render_callers(out: &mut String, format: Format, all: &[Series<'_>], mode: &str, kernel: &str) {
-    let name = "hotprof_function_caller_latency_seconds";
-    header(
-        out,
-        format,
-        name,
-        Kind::Summary,
-        Some("seconds"),
-        "Latency of the timed calls of a kernel function by call site (call-site mode): the 20 busiest sites per function, the rest summed in caller other without quantiles.",
-    );
-    for s in all {
-        let base = s.base_labels(mode, kernel);
-        let (sites, other) = s.busiest_callers();
-        let rows = sites
-            .iter()
-            .map(|site| (site.site, site.count, site.sum_ns, site.quantiles))
-            .chain(other.map(|(count, sum_ns)| (OTHER, count, sum_ns, None)));
-        for (caller, count, sum_ns, quantiles) in rows {
-            let mut pairs = base.to_vec();
-            pairs.push(("caller", caller));
-            if let Some((p50, p99)) = quantiles {
-                for (quantile, value) in [("0.5", p50), ("0.99", p99)] {
-                    let mut pairs = pairs.clone();
-                    pairs.push(("quantile", quantile));
-                    let _ = writeln!(out, "{name}{} {}", labels(&pairs), seconds(value));
+/// What the per-function breakdown families are rendered from.
+struct Context<'r, 'a> {
+    format: Format,
+    all: &'r [Series<'a>],
+    mode: &'r str,
+    kernel: &'r str,
+}
+
+impl<'r, 'a> Context<'r, 'a> {
+    /// A breakdown family: per function, a summary per row of its [`Breakdown`] (picked by
+    /// `pick`), labelled with the function labels plus `label_names`, with the row's p50 and
+    /// p99 (`quantile="0.5"`, `"0.99"`), `_count` and `_sum`. Bounded: the
+    /// [`BREAKDOWN_ROWS`] busiest rows by total time, the rest summed in one series whose
+    /// every breakdown label is `other` (`_count` and `_sum` only: quantiles do not add up,
+    /// nor do those of a row merged from duplicate records). A summary, not a histogram: a
+    /// call site keeps only its count, sum and two quantiles, and the buckets a key value
+    /// does keep would make 33 series of each row instead of 4.
+    ///
+    /// `hotprof_function_caller_latency_seconds` (`caller="generic_perform_write+0x14e"`)
+    /// and `hotprof_function_key_latency_seconds` (`arg2_log2="[4096, 8192)",errno="ok"`).
+    fn breakdown(
+        &self,
+        out: &mut String,
+        name: &str,
+        help: &str,
+        label_names: &[String],
+        pick: impl Fn(&'r Series<'a>) -> &'r Breakdown<'a>,
+    ) {
+        header(out, self.format, name, Kind::Summary, Some("seconds"), help);
+        let others = vec![OTHER; label_names.len()];
+        for s in self.all {
+            let base = s.base_labels(self.mode, self.kernel);
+            let (rows, other) = pick(s).busiest();
+            let rows = rows
+                .iter()
+                .map(|row| (&row.labels, row.count, row.sum_ns, row.quantiles))
+                .chain(other.map(|(count, sum_ns)| (&others, count, sum_ns, None)));
+            for (values, count, sum_ns, quantiles) in rows {
+                let mut pairs = base.to_vec();
+                pairs.extend(
+                    label_names
+                        .iter()
+                        .map(String::as_str)
+                        .zip(values.iter().copied()),
+                );
+                if let Some((p50, p99)) = quantiles {
+                    for (quantile, value) in [("0.5", p50), ("0.99", p99)] {
+                        let mut pairs = pairs.clone();
+                        pairs.push(("quantile", quantile));
+                        let _ = writeln!(out, "{name}{} {}", labels(&pairs), seconds(value));
+                    }
                 }
+                let _ = writeln!(out, "{name}_count{} {count}", labels(&pairs));
+                let _ = writeln!(out, "{name}_sum{} {}", labels(&pairs), seconds(sum_ns));
             }
-            let _ = writeln!(out, "{name}_count{} {count}", labels(&pairs));
-            let _ = writeln!(out, "{name}_sum{} {}", labels(&pairs), seconds(sum_ns));
         }
     }
 }
@@ -492,6 +608,7 @@ mod tests {
     use profiler_common::{NUM_BUCKETS, bucket_index, bucket_lower_bound, bucket_upper_bound};
 
     use super::*;
+    use crate::export::test_support::{caller, key};
     use crate::model::{FunctionTotals, Histogram, Losses};
 
     #[test]
@@ -601,6 +718,7 @@ mod tests {
         Recording {
             schema_version: crate::model::SCHEMA_VERSION,
             by: Vec::new(),
+            filter: None,
             tool: "hotprof 0.1.0".into(),
             kernel: "6.1.0-\"weird\"\\".into(),
             mode: "kprobe".into(),
@@ -663,16 +781,6 @@ mod tests {
         assert!(!render(&recording, Format::Prometheus).contains("overhead"));
     }
 
-    fn caller(site: &str, count: u64, sum_ns: u64) -> crate::model::CallerRecord {
-        crate::model::CallerRecord {
-            site: site.into(),
-            count,
-            sum_ns,
-            p50_ns: 1_500,
-            p99_ns: 40_000,
-        }
-    }
-
     #[test]
     fn recordings_without_call_sites_have_no_caller_family() {
         for format in [Format::Prometheus, Format::OpenMetrics] {
@@ -713,7 +821,7 @@ mod tests {
         assert!(!text.contains("caller=\"other\",quantile"), "{text}");
         assert_eq!(
             text.matches(&format!("{name}_count{{")).count(),
-            CALLER_SITES + 1
+            BREAKDOWN_ROWS + 1
         );
         // The function-level families are untouched: removing the new family gives the
         // rendering without call sites.
@@ -741,6 +849,153 @@ mod tests {
         assert_eq!(text.matches("caller=\"other\"").count(), 2, "{text}");
         assert!(
             text.contains(&format!("caller=\"other\"}} 1\n{name}_sum")),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn recordings_without_keys_have_no_key_family() {
+        let mut recording = recording();
+        recording.by = vec!["comm".into()];
+        for format in [Format::Prometheus, Format::OpenMetrics] {
+            assert!(!render(&recording, format).contains("key_latency"));
+        }
+    }
+
+    #[test]
+    fn key_label_names_are_prometheus_safe_and_distinct() {
+        let names = |fields: &[&str]| {
+            key_label_names(&fields.iter().map(|f| f.to_string()).collect::<Vec<_>>())
+        };
+        assert_eq!(
+            names(&["arg2:log2", "errno", "comm"]),
+            ["arg2_log2", "errno", "comm"]
+        );
+        assert_eq!(
+            names(&["caller", "ret", "cgroup"]),
+            ["caller", "ret", "cgroup"]
+        );
+        assert_eq!(
+            names(&[
+                "arg2:log2",
+                "arg2_log2",
+                "mode",
+                "quantile",
+                "9x",
+                "",
+                "__name__",
+                "é"
+            ]),
+            [
+                "arg2_log2",
+                "key_arg2_log2",
+                "key_mode",
+                "key_quantile",
+                "key_9x",
+                "key_",
+                "key___name__",
+                "_"
+            ]
+        );
+    }
+
+    #[test]
+    fn keys_are_a_bounded_summary_per_function_with_a_label_per_field() {
+        let mut recording = recording();
+        recording.functions.truncate(1);
+        recording.kernel = "6.1".into();
+        recording.by = vec!["arg2:log2".into(), "comm".into()];
+        recording.functions[0].keys = (0..23u64)
+            .map(|i| {
+                key(
+                    &["[4096, 8192)", &format!("t\"{i}\"\\\n")],
+                    2,
+                    1_000 * (30 - i),
+                )
+            })
+            .collect();
+        let without = {
+            let mut r = recording.clone();
+            r.functions[0].keys.clear();
+            render(&r, Format::Prometheus)
+        };
+        let text = render(&recording, Format::Prometheus);
+        let base = "function=\"f\",symbol=\"f.isra.0\",mode=\"kprobe\",kernel=\"6.1\"";
+        let name = "hotprof_function_key_latency_seconds";
+        let first = "arg2_log2=\"[4096, 8192)\",comm=\"t\\\"0\\\"\\\\\\n\"";
+        for line in [
+            format!("# TYPE {name} summary"),
+            format!(
+                "# HELP {name} Latency of the timed calls of a kernel function by --by key value (arg2:log2, comm), a label per key field: the 20 busiest values per function, the rest summed in one series with every key label other, without quantiles."
+            ),
+            format!("{name}{{{base},{first},quantile=\"0.5\"}} 0.0000015"),
+            format!("{name}{{{base},{first},quantile=\"0.99\"}} 0.00004"),
+            format!("{name}_count{{{base},{first}}} 2"),
+            format!("{name}_sum{{{base},{first}}} 0.00003"),
+            // Keys 20..=22 (10 + 9 + 8 µs): summed, without quantiles.
+            format!("{name}_count{{{base},arg2_log2=\"other\",comm=\"other\"}} 6"),
+            format!("{name}_sum{{{base},arg2_log2=\"other\",comm=\"other\"}} 0.000027"),
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line}\n{text}");
+        }
+        assert!(text.contains("comm=\"t\\\"19\\\"\\\\\\n\"}"), "{text}");
+        assert!(!text.contains("comm=\"t\\\"20\\\""), "{text}");
+        assert!(!text.contains("comm=\"other\",quantile"), "{text}");
+        assert_eq!(
+            text.matches(&format!("{name}_count{{")).count(),
+            BREAKDOWN_ROWS + 1
+        );
+        // The other families are untouched: removing the new family gives the rendering
+        // without keys.
+        let start = text.find(&format!("# HELP {name} ")).unwrap();
+        let end = text.find("# HELP hotprof_losses_total ").unwrap();
+        assert_eq!(format!("{}{}", &text[..start], &text[end..]), without);
+        let open = render(&recording, Format::OpenMetrics);
+        assert!(open.contains(&format!("# TYPE {name} summary\n# UNIT {name} seconds\n")));
+    }
+
+    #[test]
+    fn duplicate_functions_merge_their_keys_and_an_all_other_key_joins_other() {
+        let mut recording = recording();
+        recording.by = vec!["errno".into(), "comm".into()];
+        recording.functions[0].keys = vec![
+            key(&["ok", "dd"], 1, 100),
+            key(&["ENOENT", "dd"], 1, 50),
+            key(&["other", "dd"], 1, 20),
+        ];
+        recording.functions[1].keys = vec![
+            key(&["ENOENT", "dd"], 3, 500),
+            key(&["other", "other"], 1, 7),
+            // Fewer values than fields: padded, not a label set of its own per length.
+            key(&["ok"], 1, 5),
+        ];
+        let text = render(&recording, Format::Prometheus);
+        let name = "hotprof_function_key_latency_seconds";
+        let enoent = text.find("errno=\"ENOENT\",comm=\"dd\"").unwrap();
+        let ok = text.find("errno=\"ok\",comm=\"dd\"").unwrap();
+        assert!(enoent < ok, "busiest first: {text}");
+        assert!(text.contains("errno=\"ok\",comm=\"dd\",quantile=\"0.5\"} 0.0000015"));
+        assert!(
+            !text.contains("errno=\"ENOENT\",comm=\"dd\",quantile"),
+            "{text}"
+        );
+        assert!(text.contains("errno=\"ENOENT\",comm=\"dd\"} 4\n"), "{text}");
+        // Only both values `other` is the rest's label set; one is an ordinary key.
+        assert!(
+            text.contains("errno=\"other\",comm=\"dd\",quantile=\"0.5\"}"),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("errno=\"other\",comm=\"other\"}} 1\n{name}_sum")),
+            "{text}"
+        );
+        assert!(
+            text.contains("errno=\"ok\",comm=\"\",quantile=\"0.5\"}"),
+            "{text}"
+        );
+        assert_eq!(
+            text.matches(&format!("{name}_count{{")).count(),
+            5,
             "{text}"
         );
     }

@@ -193,6 +193,14 @@ fn log2_range(class: u64) -> String {
     }
 }
 
+/// The number of an errno name (`ENOENT` → 2).
+pub fn errno_number(name: &str) -> Option<u64> {
+    ERRNO_NAMES
+        .iter()
+        .find(|(_, n)| *n == name)
+        .map(|(number, _)| *number)
+}
+
 /// `ENOENT` for 2, `ok` for 0, the number for errnos without a name here.
 pub fn errno_name(errno: u64) -> String {
     if errno == 0 {

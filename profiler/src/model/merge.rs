@@ -163,6 +163,7 @@ mod tests {
         Recording {
             schema_version: super::super::SCHEMA_VERSION,
             by: Vec::new(),
+            filter: None,
             tool: "hotprof test".into(),
             kernel: "6.12.0".into(),
             mode: "kprobe".into(),

@@ -1,16 +1,19 @@
 //! Stage 4: the data model every report is made from, and its versioned JSON form.
 
+mod filter;
 mod histogram;
 mod keys;
 mod merge;
 mod recording;
 mod totals;
 
+pub use filter::{FilterError, FilterExpr};
 pub use histogram::Histogram;
 pub use keys::{ByError, ByField, KeySpec, errno_name};
 pub use merge::{distinct_values, mean_probe_overhead};
 pub use recording::{
-    CallerRecord, FunctionRecord, IntervalFunction, IntervalRecord, KeyRecord, LoadError, Losses,
-    Recording, RunRecord, SCHEMA_VERSION, TaskStore, load_recording, parse_recording,
+    CallerRecord, FilterRecord, FunctionRecord, IntervalFunction, IntervalRecord, KeyRecord,
+    LoadError, Losses, Recording, RunRecord, SCHEMA_VERSION, SlowCallRecord, TaskStore,
+    load_recording, parse_recording,
 };
 pub use totals::FunctionTotals;

@@ -36,6 +36,10 @@ pub struct Recording {
     /// `--by`: the key's fields, as spelled (`arg2:log2`, `errno`); empty without `--by`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub by: Vec<String>,
+    /// `--filter`: the expression, and the calls that did not match it (closed, not
+    /// recorded: not a loss).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<FilterRecord>,
     /// The workload command, when hotprof ran one.
     #[serde(default)]
     pub command: Vec<String>,
@@ -187,6 +191,43 @@ pub struct FunctionRecord {
     /// Per `--by` key value, by total time: which arguments, returns or tasks pay.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub keys: Vec<KeyRecord>,
+    /// `--children`: the parent this function was timed inside (only calls made while it
+    /// was open on the same task).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub child_of: Option<String>,
+    /// `--slowest N`: the N slowest calls, slowest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slowest: Vec<SlowCallRecord>,
+}
+
+/// One of a function's slowest calls (`--slowest`), with what explains it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct SlowCallRecord {
+    /// When the call was entered, from the start of measuring.
+    pub at_ns: u64,
+    pub duration_ns: u64,
+    /// The part spent switched out (`--off-cpu` only).
+    #[serde(default)]
+    pub off_cpu_ns: Option<u64>,
+    /// The CPU it returned on.
+    pub cpu: u32,
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    /// The `--by` fields' values, as in `keys[].key` (empty without `--by`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub key: Vec<String>,
+    /// Kernel frames at entry, innermost first (`--stacks` only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stack: Vec<String>,
+}
+
+/// `--filter` and what it left out.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct FilterRecord {
+    pub expression: String,
+    /// Calls of the probed functions that did not satisfy it.
+    pub not_matched: u64,
 }
 
 /// One `--by` key value's part of a function's calls.
@@ -362,6 +403,8 @@ impl FunctionRecord {
                 .collect(),
             callers: Vec::new(),
             keys: Vec::new(),
+            child_of: None,
+            slowest: Vec::new(),
         }
     }
 }
@@ -473,6 +516,7 @@ mod tests {
         Recording {
             schema_version: SCHEMA_VERSION,
             by: Vec::new(),
+            filter: None,
             tool: "hotprof test".into(),
             kernel: "6.12.0".into(),
             mode: "kprobe".into(),

@@ -8,8 +8,9 @@ use anyhow::Context as _;
 use crate::collect::CollectedStack;
 use crate::flame::{self, KernelSymbolizer, StackRecord, Symbols, UserSymbolizer, Weight};
 
-/// Frames the probe machinery itself adds on top of a probed function's stack (the BPF
-/// trampoline of fentry, the kprobe/ftrace handlers): cut so the probed function is the leaf.
+/// Frames the probe machinery itself adds to a probed function's stack (the BPF program and
+/// trampoline of fentry, unsymbolized JIT code, the kprobe/ftrace handlers, the perf
+/// tracepoint path of `--syscall`): cut so the stack starts at what was probed.
 fn is_probe_frame(name: &str) -> bool {
     [
         "bpf_",
@@ -18,10 +19,69 @@ fn is_probe_frame(name: &str) -> bool {
         "kprobe_",
         "__kprobe",
         "arch_ftrace",
+        "arch_rethook",
+        "rethook_",
+        "perf_syscall_",
+        "perf_trace_",
+        "perf_tp_",
+        "trace_call_bpf",
+        "syscall_trace_enter",
         "0x",
     ]
     .iter()
     .any(|p| name.starts_with(p))
+}
+
+/// Whether `address` lies where x86-64 puts modules and BPF JIT code (an unnamed frame
+/// there is a BPF program or trampoline; elsewhere, unknown code worth keeping).
+fn is_jit(address: u64) -> bool {
+    address >= 0xffff_ffff_a000_0000
+}
+
+/// A stack captured at a probed call's entry (innermost first), without the probe's own
+/// frames: it starts at `leaf` (the probed function: name and address), inserted when the
+/// mechanism left it out, or at the first real frame when there is no leaf (syscalls); JIT
+/// frames deeper in (a trampoline's return address) are dropped, and a caller left twice
+/// in a row by them once.
+pub fn without_probe_frames(
+    mut frames: Vec<u64>,
+    leaf: Option<(&str, u64)>,
+    kernel: &KernelSymbolizer,
+) -> Vec<u64> {
+    let named = |address: u64| kernel.symbolize(address).map(|(name, _, _)| name);
+    let at_leaf = leaf.and_then(|(name, _)| frames.iter().position(|&a| named(a) == Some(name)));
+    match (at_leaf, leaf) {
+        (Some(index), _) => {
+            frames.drain(..index);
+        }
+        (None, leaf) => {
+            let skip = frames
+                .iter()
+                .take_while(|&&a| is_probe_frame(&kernel.frame_name(a)))
+                .count();
+            frames.drain(..skip);
+            if let Some((_, address)) = leaf {
+                frames.insert(0, address);
+            }
+        }
+    }
+    let mut kept: Vec<u64> = Vec::with_capacity(frames.len());
+    let mut dropped = false;
+    for address in frames {
+        if !kept.is_empty() && is_jit(address) && kernel.symbolize(address).is_none() {
+            dropped = true;
+            continue;
+        }
+        let repeated =
+            named(address).is_some() && kept.last().and_then(|&last| named(last)) == named(address);
+        if dropped && repeated {
+            dropped = false;
+            continue;
+        }
+        dropped = false;
+        kept.push(address);
+    }
+    kept
 }
 
 /// Turns collected stacks into records whose kernel stack ends (leaf first) at the probed
@@ -35,34 +95,13 @@ pub fn records_for(
     stacks
         .iter()
         .filter(|s| s.func == func)
-        .map(|s| {
-            let mut frames = s.kernel.clone();
-            if let Some((name, address)) = leaf {
-                let position = frames
-                    .iter()
-                    .position(|&a| kernel.symbolize(a).is_some_and(|(n, _, _)| n == name));
-                match position {
-                    Some(index) => {
-                        frames.drain(..index);
-                    }
-                    None => {
-                        let skip = frames
-                            .iter()
-                            .take_while(|&&a| is_probe_frame(&kernel.frame_name(a)))
-                            .count();
-                        frames.drain(..skip);
-                        frames.insert(0, address);
-                    }
-                }
-            }
-            StackRecord {
-                kernel: frames,
-                user: s.user.clone(),
-                comm: s.comm.clone(),
-                pid: s.tgid,
-                total_ns: s.total_ns,
-                count: s.count,
-            }
+        .map(|s| StackRecord {
+            kernel: without_probe_frames(s.kernel.clone(), leaf, kernel),
+            user: s.user.clone(),
+            comm: s.comm.clone(),
+            pid: s.tgid,
+            total_ns: s.total_ns,
+            count: s.count,
         })
         .collect()
 }
@@ -231,6 +270,78 @@ ffffffffc0a01000 t ext4_file_read_iter\t[ext4]\n";
     }
 
     #[test]
+    fn jit_frames_and_the_tracepoint_path_are_cut_and_a_doubled_caller_is_one() {
+        const KALLSYMS: &[u8] = b"ffffffff81000000 T do_syscall_64\n\
+ffffffff81001000 T perf_syscall_enter\n\
+ffffffff81002000 T syscall_trace_enter\n\
+ffffffff81003000 T shmem_file_write_iter\n\
+ffffffff81004000 T generic_perform_write\n\
+ffffffff81005000 T do_nanosleep\n\
+ffffffff81006000 T hrtimer_nanosleep\n\
+ffffffff81007000 D __start_rodata\n";
+        let kernel = KernelSymbolizer::from_kallsyms(KALLSYMS);
+        let names = |frames: Vec<u64>| -> Vec<String> {
+            frames.iter().map(|&a| kernel.frame_name(a)).collect()
+        };
+        let (prog, trampoline) = (0xffff_ffff_c008_185a, 0xffff_ffff_c008_3996);
+        // fentry entered by `call`: program, trampoline, the return into the function.
+        let nanosleep = Some(("do_nanosleep", 0xffff_ffff_8100_5000));
+        let stack = vec![
+            prog,
+            trampoline,
+            0xffff_ffff_8100_5005,
+            0xffff_ffff_8100_6010,
+        ];
+        assert_eq!(
+            names(without_probe_frames(stack, nanosleep, &kernel)),
+            ["do_nanosleep", "hrtimer_nanosleep"]
+        );
+        // Entered by `jmp` (7.x): no frame of the function; it is put first.
+        let stack = vec![prog, trampoline, 0xffff_ffff_8100_6010];
+        assert_eq!(
+            names(without_probe_frames(stack, nanosleep, &kernel)),
+            ["do_nanosleep", "hrtimer_nanosleep"]
+        );
+        // A trampoline's return address between two frames of the caller.
+        let stack = vec![
+            0xffff_ffff_8100_4010,
+            0xffff_ffff_8100_3020,
+            0xffff_ffff_c010_7b79,
+            0xffff_ffff_8100_3010,
+            0xffff_ffff_8100_0010,
+        ];
+        let write = Some(("generic_perform_write", 0xffff_ffff_8100_4000));
+        assert_eq!(
+            names(without_probe_frames(stack, write, &kernel)),
+            [
+                "generic_perform_write",
+                "shmem_file_write_iter",
+                "do_syscall_64"
+            ]
+        );
+        // --syscall: the perf tracepoint path goes; there is no leaf to put first.
+        let stack = vec![
+            0xffff_ffff_8100_1010,
+            0xffff_ffff_8100_2010,
+            0xffff_ffff_8100_0010,
+        ];
+        assert_eq!(
+            names(without_probe_frames(stack, None, &kernel)),
+            ["do_syscall_64"]
+        );
+        // Real recursion stays.
+        let stack = vec![
+            0xffff_ffff_8100_5005,
+            0xffff_ffff_8100_5040,
+            0xffff_ffff_8100_6010,
+        ];
+        assert_eq!(
+            names(without_probe_frames(stack, nanosleep, &kernel)),
+            ["do_nanosleep", "do_nanosleep", "hrtimer_nanosleep"]
+        );
+    }
+
+    #[test]
     fn probe_frames_are_replaced_by_the_probed_function_when_it_is_not() {
         // kprobe: the handlers are called before the probed function has a frame.
         let stacks = [
@@ -252,7 +363,7 @@ ffffffffc0a01000 t ext4_file_read_iter\t[ext4]\n";
     }
 
     #[test]
-    fn records_are_those_of_one_function_and_untouched_without_a_leaf() {
+    fn records_are_those_of_one_function_without_probe_frames_even_without_a_leaf() {
         let stacks = [
             stack(0, &[KPROBE_HANDLER, VFS_READ], 10, 1),
             stack(1, &[KPROBE_HANDLER, EXT4_READ, VFS_READ], 20, 2),
@@ -261,7 +372,7 @@ ffffffffc0a01000 t ext4_file_read_iter\t[ext4]\n";
         let records = records_for(&stacks, 1, None, &kernel());
         assert_eq!(
             kernel_frames(&records),
-            [vec![KPROBE_HANDLER, EXT4_READ, VFS_READ], vec![EXT4_READ]]
+            [vec![EXT4_READ, VFS_READ], vec![EXT4_READ]]
         );
         assert_eq!(
             records.iter().map(|r| r.total_ns).collect::<Vec<_>>(),

@@ -26,11 +26,20 @@ pub fn render_recording(recording: &Recording) -> String {
     if let Some(store) = recording.task_store {
         let _ = writeln!(out, "per-task state: {}", store.describe());
     }
+    if let Some(filter) = &recording.filter {
+        let _ = writeln!(
+            out,
+            "filter: {} ({} calls did not match: not recorded)",
+            filter.expression, filter.not_matched
+        );
+    }
     for function in &recording.functions {
         out.push('\n');
         out.push_str(&render_function(function));
         out.push_str(&render_keys(function, &recording.by));
+        out.push_str(&render_slowest(function, &recording.by));
     }
+    out.push_str(&render_children(recording));
     out.push('\n');
     out.push_str(&render_losses(&recording.losses));
     if let Some(overhead) = recording.probe_overhead_ns {
@@ -159,6 +168,117 @@ fn render_keys(f: &FunctionRecord, by: &[String]) -> String {
     });
     let mut out = format!("  by {}:\n", by.join(", "));
     out.push_str(&render_breakdown(f, &header, rows.collect(), "keys"));
+    out
+}
+
+/// `--children`: where the parent's time goes, by child. Shares are of self time (each
+/// child's time minus the probed children inside it), so with the parent's own self time they
+/// add up to 100 % of the parent's total.
+fn render_children(recording: &Recording) -> String {
+    let children: Vec<&FunctionRecord> = recording
+        .functions
+        .iter()
+        .filter(|f| f.child_of.is_some())
+        .collect();
+    let Some(parent_name) = children.first().and_then(|c| c.child_of.as_deref()) else {
+        return String::new();
+    };
+    let Some(parent) = recording.functions.iter().find(|f| f.name == parent_name) else {
+        return String::new();
+    };
+    let share = |ns: u64| {
+        if parent.sum_ns > 0 {
+            100.0 * ns as f64 / parent.sum_ns as f64
+        } else {
+            0.0
+        }
+    };
+    let per_call = |calls: u64| {
+        if parent.count > 0 {
+            calls as f64 / parent.count as f64
+        } else {
+            0.0
+        }
+    };
+    let width = children
+        .iter()
+        .map(|c| c.name.len())
+        .chain([parent_name.len() + " (self)".len(), "child".len()])
+        .max()
+        .unwrap_or(0);
+    let mut out = format!(
+        "\ninside {parent_name} ({} calls, {} in all):\n",
+        parent.count,
+        format_ns(parent.sum_ns as f64)
+    );
+    let _ = writeln!(
+        out,
+        "  {:<width$}  {:>10}  {:>7}  {:>9}  {:>9}",
+        "child", "per call", "share", "p50", "p99"
+    );
+    for child in &children {
+        let _ = writeln!(
+            out,
+            "  {:<width$}  {:>10.3}  {:>6.1}%  {:>9}  {:>9}",
+            child.name,
+            per_call(child.count),
+            share(child.self_sum_ns),
+            format_ns(child.p50_ns as f64),
+            format_ns(child.p99_ns as f64),
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  {:<width$}  {:>10}  {:>6.1}%",
+        format!("{parent_name} (self)"),
+        "",
+        share(parent.self_sum_ns),
+    );
+    out
+}
+
+/// Kernel frames shown per slowest call (the JSON keeps them all).
+const SLOWEST_FRAMES: usize = 8;
+
+/// `--slowest`: one line per call (duration, when, off-CPU part, CPU, task, key), then its
+/// innermost kernel frames.
+fn render_slowest(f: &FunctionRecord, by: &[String]) -> String {
+    if f.slowest.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("  slowest {} calls:\n", f.slowest.len());
+    for (rank, call) in f.slowest.iter().enumerate() {
+        let mut line = format!(
+            "  {:>3}. {:>9}  at {:>9}",
+            rank + 1,
+            format_ns(call.duration_ns as f64),
+            format_ns(call.at_ns as f64)
+        );
+        if let Some(off_cpu) = call.off_cpu_ns {
+            let _ = write!(line, "  off-CPU {}", format_ns(off_cpu as f64));
+        }
+        let _ = write!(
+            line,
+            "  cpu {}  pid {} tid {} {}",
+            call.cpu, call.pid, call.tid, call.comm
+        );
+        for (name, value) in by.iter().zip(&call.key) {
+            let _ = write!(line, "  {name}={value}");
+        }
+        let _ = writeln!(out, "{line}");
+        if !call.stack.is_empty() {
+            let mut frames: Vec<&str> = call
+                .stack
+                .iter()
+                .take(SLOWEST_FRAMES)
+                .map(String::as_str)
+                .collect();
+            if call.stack.len() > SLOWEST_FRAMES {
+                frames.push("…");
+            }
+            let _ = writeln!(out, "       {}", frames.join(" <- "));
+        }
+    }
     out
 }
 
@@ -429,6 +549,7 @@ mod tests {
         let recording = |task_store| Recording {
             schema_version: crate::model::SCHEMA_VERSION,
             by: Vec::new(),
+            filter: None,
             tool: "hotprof test".into(),
             kernel: "5.10.0-30-cloud-amd64".into(),
             mode: "kprobe".into(),

@@ -56,6 +56,7 @@ mod tests {
         let recording = Recording {
             schema_version: SCHEMA_VERSION,
             by: Vec::new(),
+            filter: None,
             tool: "hotprof".into(),
             kernel: "6.12.0".into(),
             mode: "kprobe".into(),

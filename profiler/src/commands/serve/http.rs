@@ -212,6 +212,7 @@ mod tests {
         Recording {
             schema_version: SCHEMA_VERSION,
             by: Vec::new(),
+            filter: None,
             tool: "hotprof test".into(),
             kernel: "6.18.0".into(),
             mode: "syscall".into(),

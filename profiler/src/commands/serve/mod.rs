@@ -82,6 +82,7 @@ struct Live {
     overhead: Option<f64>,
     command: Vec<String>,
     keys: KeyNames,
+    condition: Option<crate::model::FilterExpr>,
     started: Instant,
 }
 
@@ -95,6 +96,7 @@ impl Live {
             off_cpu: false,
             command: &self.command,
             keys: &self.keys,
+            condition: self.condition.as_ref(),
         }
     }
 
@@ -143,6 +145,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
         off_cpu: false,
         command: &args.command,
         keys: &keys,
+        condition: args.probe.condition.as_ref(),
     }
     .attached();
     let index = format!(
@@ -162,6 +165,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
         overhead,
         command: args.command.clone(),
         keys,
+        condition: args.probe.condition.clone(),
         started,
     });
     let source: http::RecordingSource = {

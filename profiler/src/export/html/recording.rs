@@ -1,5 +1,6 @@
 //! The page of one recording ([`render_recording`]): run metadata, the percentile table, a
-//! latency chart per function, losses, per-run figures and the embedded flamegraph.
+//! latency chart per function (with its per-call-site and `--by` tables), losses, per-run
+//! figures and the embedded flamegraph.
 
 use std::fmt::Write as _;
 
@@ -7,9 +8,9 @@ use super::flamegraph::flamegraph_section;
 use super::{
     BASE_COLOR, losses_table, meta_rows, ns, page, shell_words, stat_cells, stat_header_cells,
 };
-use crate::export::CALLER_SITES;
 use crate::export::chart::{self, Series};
 use crate::export::escape::escape;
+use crate::export::{BREAKDOWN_ROWS, key_fields};
 use crate::model::{FunctionRecord, Recording};
 
 /// Renders one recording: run metadata, the percentile table, each function's latency
@@ -78,6 +79,7 @@ pub fn render_recording(recording: &Recording, flamegraph: Option<&[u8]>) -> Str
         body.push_str("</p>\n");
     }
 
+    let fields = key_fields(recording);
     body.push_str("<h2>Latency distributions</h2>\n<p class=\"note\">Log-scaled latency axis; each bar's area is its share of the calls. Dashed lines: p50, p99, max.</p>\n");
     for function in &recording.functions {
         let label = format!("{} calls", function.count);
@@ -106,6 +108,7 @@ pub fn render_recording(recording: &Recording, flamegraph: Option<&[u8]>) -> Str
             )
         );
         body.push_str(&callers_table(function));
+        body.push_str(&keys_table(function, &fields));
     }
 
     body.push_str("<h2>Losses</h2>\n<p class=\"note\">Everything the probes could not time (see docs/json-schema.md).</p>\n");
@@ -158,11 +161,54 @@ pub fn render_recording(recording: &Recording, flamegraph: Option<&[u8]>) -> Str
     page(&title, &body)
 }
 
-/// The per-call-site table of `function` (call-site mode; empty without callers): calls,
-/// p50, p99 and share of the function's total time, busiest first, at most
-/// [`CALLER_SITES`] rows and then one "N more sites" row summing the rest.
+/// The per-call-site table of `function` (call-site mode; empty without callers).
 fn callers_table(function: &FunctionRecord) -> String {
-    if function.callers.is_empty() {
+    let rows = function.callers.iter().map(|caller| Row {
+        labels: vec![caller.site.as_str()],
+        count: caller.count,
+        sum_ns: caller.sum_ns,
+        p50_ns: caller.p50_ns,
+        p99_ns: caller.p99_ns,
+    });
+    breakdown_table(function, "callers", &["call site"], rows.collect(), "sites")
+}
+
+/// The `--by` table of `function` (empty without key rows): a column per key field, headed
+/// by its name in `fields` (see [`key_fields`]).
+fn keys_table(function: &FunctionRecord, fields: &[String]) -> String {
+    let header: Vec<&str> = fields.iter().map(String::as_str).collect();
+    let rows = function.keys.iter().map(|key| Row {
+        labels: key.key.iter().map(String::as_str).collect(),
+        count: key.count,
+        sum_ns: key.sum_ns,
+        p50_ns: key.p50_ns,
+        p99_ns: key.p99_ns,
+    });
+    breakdown_table(function, "keys", &header, rows.collect(), "keys")
+}
+
+/// One row of a breakdown table: its label cells and its calls.
+struct Row<'a> {
+    labels: Vec<&'a str>,
+    count: u64,
+    sum_ns: u64,
+    p50_ns: u64,
+    p99_ns: u64,
+}
+
+/// A breakdown of `function`'s calls (call sites, `--by` key values), empty without rows: a
+/// column per `header` label, then calls, p50, p99 and share of the function's total time,
+/// in the recording's order (busiest first), at most [`BREAKDOWN_ROWS`] rows and then one
+/// "N more {noun}" row summing the rest. Labels are escaped: they hold recorded text (task
+/// names, symbols).
+fn breakdown_table(
+    function: &FunctionRecord,
+    class: &str,
+    header: &[&str],
+    rows: Vec<Row<'_>>,
+    noun: &str,
+) -> String {
+    if rows.is_empty() {
         return String::new();
     }
     let share = |sum_ns: u64| {
@@ -173,27 +219,37 @@ fn callers_table(function: &FunctionRecord) -> String {
         };
         format!("{percent:.1}%")
     };
-    let mut html = String::from(
-        "<div class=\"scroll\"><table class=\"callers\"><tr><th>call site</th><th class=\"num\">calls</th><th class=\"num\">p50</th><th class=\"num\">p99</th><th class=\"num\">time share</th></tr>",
-    );
-    for caller in function.callers.iter().take(CALLER_SITES) {
+    let mut html = format!("<div class=\"scroll\"><table class=\"{class}\"><tr>");
+    for title in header {
+        let _ = write!(html, "<th>{}</th>", escape(title));
+    }
+    html.push_str("<th class=\"num\">calls</th><th class=\"num\">p50</th><th class=\"num\">p99</th><th class=\"num\">time share</th></tr>");
+    for row in rows.iter().take(BREAKDOWN_ROWS) {
+        html.push_str("<tr>");
+        for column in 0..header.len() {
+            let label = row.labels.get(column).copied().unwrap_or_default();
+            let _ = write!(html, "<td class=\"code\">{}</td>", escape(label));
+        }
         let _ = write!(
             html,
-            "<tr><td class=\"code\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
-            escape(&caller.site),
-            caller.count,
-            ns(caller.p50_ns as f64),
-            ns(caller.p99_ns as f64),
-            share(caller.sum_ns)
+            "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+            row.count,
+            ns(row.p50_ns as f64),
+            ns(row.p99_ns as f64),
+            share(row.sum_ns)
         );
     }
-    let rest = &function.callers[function.callers.len().min(CALLER_SITES)..];
+    let rest = &rows[rows.len().min(BREAKDOWN_ROWS)..];
     if !rest.is_empty() {
-        let calls: u64 = rest.iter().map(|c| c.count).sum();
-        let sum_ns: u64 = rest.iter().map(|c| c.sum_ns).sum();
+        let calls: u64 = rest.iter().map(|r| r.count).sum();
+        let sum_ns: u64 = rest.iter().map(|r| r.sum_ns).sum();
+        let span = match header.len() {
+            0 | 1 => String::new(),
+            columns => format!(" colspan=\"{columns}\""),
+        };
         let _ = write!(
             html,
-            "<tr><td>{} more sites</td><td class=\"num\">{calls}</td><td class=\"num\"></td><td class=\"num\"></td><td class=\"num\">{}</td></tr>",
+            "<tr><td{span}>{} more {noun}</td><td class=\"num\">{calls}</td><td class=\"num\"></td><td class=\"num\"></td><td class=\"num\">{}</td></tr>",
             rest.len(),
             share(sum_ns)
         );
@@ -206,6 +262,7 @@ fn callers_table(function: &FunctionRecord) -> String {
 mod tests {
     use super::*;
     use crate::export::html::tests::recording;
+    use crate::export::test_support::{caller, key};
 
     #[test]
     fn recording_page_has_table_chart_and_losses() {
@@ -230,16 +287,6 @@ mod tests {
         let html = render_recording(&recording("f", &[1]), Some(svg));
         assert!(html.contains("style=\"height:342px\" src=\"data:image/svg+xml;base64,"));
         assert!(!html.contains("http://") && !html.contains("https://"));
-    }
-
-    fn caller(site: &str, count: u64, sum_ns: u64) -> crate::model::CallerRecord {
-        crate::model::CallerRecord {
-            site: site.into(),
-            count,
-            sum_ns,
-            p50_ns: 1_500,
-            p99_ns: 40_000,
-        }
     }
 
     #[test]
@@ -285,12 +332,96 @@ mod tests {
         let html = render_recording(&recording, None);
         assert_eq!(
             html.matches("<td class=\"code\">site").count(),
-            CALLER_SITES
+            BREAKDOWN_ROWS
         );
         assert!(html.contains("site19+0x13") && !html.contains("site20+0x14"));
         assert!(
             html.contains("<tr><td>5 more sites</td><td class=\"num\">20</td><td class=\"num\"></td><td class=\"num\"></td><td class=\"num\">20.0%</td></tr>"),
             "{html}"
+        );
+    }
+
+    /// The `<table class="keys">…</table>` of `html`.
+    fn keys_table_of(html: &str) -> &str {
+        let table = &html[html.find("<table class=\"keys\">").expect("keys table")..];
+        &table[..table.find("</table>").unwrap()]
+    }
+
+    #[test]
+    fn keys_get_a_column_per_field_and_escaped_values() {
+        let mut recording = recording("vfs_write", &[1_000, 2_000, 3_000, 4_000]);
+        let without = render_recording(&recording, None);
+        assert!(!without.contains("class=\"keys\""));
+        recording.by = vec!["arg2:log2".into(), "comm".into()];
+        recording.functions[0].keys = vec![
+            key(&["[4096, 8192)", "dd"], 3, 7_500),
+            key(&["1", "<script>alert(\"x\")</script>"], 1, 2_500),
+        ];
+        let html = render_recording(&recording, None);
+        assert!(!html.contains("<script>alert"), "{html}");
+        let table = keys_table_of(&html);
+        assert!(
+            table.starts_with("<table class=\"keys\"><tr><th>arg2:log2</th><th>comm</th><th class=\"num\">calls</th><th class=\"num\">p50</th><th class=\"num\">p99</th><th class=\"num\">time share</th></tr>"),
+            "{table}"
+        );
+        assert!(
+            table.contains("<tr><td class=\"code\">[4096, 8192)</td><td class=\"code\">dd</td><td class=\"num\">3</td><td class=\"num\">1.50 µs</td><td class=\"num\">40.0 µs</td><td class=\"num\">75.0%</td></tr>"),
+            "{table}"
+        );
+        assert!(
+            table.contains("<td class=\"code\">1</td><td class=\"code\">&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;</td><td class=\"num\">1</td>"),
+            "{table}"
+        );
+        assert!(!table.contains("more keys"));
+        // The table follows the function's chart (and its call sites), and nothing else changed.
+        recording.functions[0].callers = vec![caller("a+0x1", 4, 10_000)];
+        let html = render_recording(&recording, None);
+        let callers = html.find("<table class=\"callers\">").unwrap();
+        let keys = html.find("<table class=\"keys\">").unwrap();
+        assert!(html.find("<h3>vfs_write</h3>").unwrap() < callers && callers < keys);
+        recording.functions[0].callers.clear();
+        let html = render_recording(&recording, None);
+        let start = html
+            .find("<div class=\"scroll\"><table class=\"keys\">")
+            .unwrap();
+        let end =
+            start + html[start..].find("</table></div>\n").unwrap() + "</table></div>\n".len();
+        assert_eq!(format!("{}{}", &html[..start], &html[end..]), without);
+    }
+
+    #[test]
+    fn keys_beyond_the_cap_are_summed_in_one_row_spanning_the_fields() {
+        let mut recording = recording("f", &[1_000; 100]);
+        recording.by = vec!["errno".into(), "comm".into()];
+        recording.functions[0].keys = (0..23u64)
+            .map(|i| key(&["ok", &format!("task{i}")], 4, 4_000))
+            .collect();
+        let html = render_recording(&recording, None);
+        let table = keys_table_of(&html);
+        assert_eq!(
+            table.matches("<td class=\"code\">task").count(),
+            BREAKDOWN_ROWS
+        );
+        assert!(table.contains(">task19<") && !table.contains(">task20<"));
+        assert!(
+            table.contains("<tr><td colspan=\"2\">3 more keys</td><td class=\"num\">12</td><td class=\"num\"></td><td class=\"num\"></td><td class=\"num\">12.0%</td></tr>"),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn keys_with_more_values_than_fields_get_extra_columns() {
+        let mut recording = recording("f", &[1_000; 4]);
+        recording.by = vec!["cpu".into()];
+        recording.functions[0].keys = vec![key(&["0", "x"], 2, 2_000), key(&["1"], 2, 2_000)];
+        let html = render_recording(&recording, None);
+        let table = keys_table_of(&html);
+        assert!(table.contains("<th>cpu</th><th>key1</th>"), "{table}");
+        assert!(
+            table.contains(
+                "<td class=\"code\">1</td><td class=\"code\"></td><td class=\"num\">2</td>"
+            ),
+            "{table}"
         );
     }
 }
