@@ -10,7 +10,13 @@ use aya_ebpf::{
 };
 use profiler_common::{Counter, StackKey, StackTotals};
 
-use crate::frames::{STACKS, count, stack_error, wanted};
+use crate::frames::{STACKS, config, count, stack_error, wanted};
+use crate::store;
+
+/// 1: only samples of tasks with a probed frame open (`hotprof sample --inside F`, F being
+/// the one probed function).
+#[unsafe(no_mangle)]
+static SAMPLE_INSIDE: u8 = 0;
 
 /// Samples per stack; `total_ns` is unused (0), `count` is the number of samples.
 #[map]
@@ -20,6 +26,10 @@ static SAMPLES: PerCpuHashMap<StackKey, StackTotals> = PerCpuHashMap::with_max_e
 pub fn on_cpu_sample(ctx: PerfEventContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     if !wanted(pid_tgid) {
+        return 0;
+    }
+    if config(&SAMPLE_INSIDE) != 0 && !inside_probed_frame() {
+        count(Counter::OutsideParent, 1);
         return 0;
     }
     let kernel_stack = ctx
@@ -50,4 +60,15 @@ pub fn on_cpu_sample(ctx: PerfEventContext) -> u32 {
         count(Counter::StackTotalsFull, 1);
     }
     0
+}
+
+/// Whether the current task has a probed frame open.
+#[inline(always)]
+fn inside_probed_frame() -> bool {
+    match store::current() {
+        // SAFETY: the store's non-null pointer to the current task's frame stack; only its
+        // depth is read (the task is interrupted here, not running its probes).
+        Some(frames) => unsafe { (*frames).depth > 0 },
+        None => false,
+    }
 }

@@ -78,6 +78,8 @@ pub struct SessionSpec {
     pub command: Vec<String>,
     /// `--slowest N`: the slowest calls kept per function (0: none).
     pub slowest: u32,
+    /// `hotprof sample --inside F`: load for sampling too, only inside the probed frames.
+    pub sample_inside: bool,
 }
 
 /// The filters as the probes compare them.
@@ -362,7 +364,6 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
         min_latency_ns: probe.min_latency.map_or(0, |d| d.as_nanos() as u64),
         off_cpu: spec.off_cpu,
         capture_stacks: spec.stacks,
-        sampling: false,
         stack_map_size: spec.stack_map_size,
         offsets,
         by: probe.by.codes(),
@@ -379,6 +380,8 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
             .map(FilterExpr::comm)
             .unwrap_or_default(),
         child_slots: child_slots(&probed)?,
+        sampling: spec.sample_inside,
+        sample_inside: spec.sample_inside,
     };
     let keys = KeyNames::new(probe.by.clone())?;
     let attach::Loaded {

@@ -54,6 +54,7 @@ fn keyed_configs() -> Vec<ProbeConfig> {
         ],
         condition_comm: *b"dd\0\0\0\0\0\0\0\0\0\0\0\0\0\0",
         child_slots: 0b10,
+        sample_inside: true,
         ..config()
     })
     .collect()

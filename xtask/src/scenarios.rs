@@ -1264,12 +1264,16 @@ true
 /// page-aligned write, so each child is called exactly once per parent call; the children's
 /// self times and the parent's own add up to the parent's total, to the nanosecond. A child
 /// called outside the parent is not timed: `shmem_write_begin` alone with a parent that
-/// never runs records nothing.
+/// never runs records nothing. `sample --inside` keeps only samples taken while the task is
+/// inside the function: every sampled stack holds it, and samples outside were taken and left
+/// out (counted).
 fn children_inside(ctx: &mut Ctx) -> Result<()> {
     let guest = ctx.run(
         r#"
 hotprof --fn generic_perform_write --children 'shmem_write_*' --json /out/kids.json -- tmpfs_write /tmp/w 1 || exit 1
 hotprof --fn vfs_fsync --children shmem_write_begin --no-calibrate --json /out/outside.json -- tmpfs_write /tmp/v 1 || exit 1
+hotprof sample --inside generic_perform_write --folded /out/inside.folded -- tmpfs_write /tmp/s 32 > /out/inside.txt || exit 1
+cat /out/inside.txt
 bad() { "$@" 2>/out/bad_err.txt >/dev/null; echo "bad_rc=$? lines=$(wc -l </out/bad_err.txt) $(cat /out/bad_err.txt)"; }
 bad hotprof --fn 'vfs_read*' --children shmem_write_begin -- true
 true
@@ -1284,8 +1288,8 @@ true
         .map(|fields| fields.u64("writes"))
         .collect::<Result<_>>()?;
     ensure!(
-        writes.len() == 2,
-        "want two tmpfs_write results, got {writes:?}"
+        writes.len() == 3,
+        "want three tmpfs_write results, got {writes:?}"
     );
     let report = guest.report("kids.json")?;
     let parent = report.function("generic_perform_write")?;
@@ -1315,6 +1319,35 @@ true
     ensure!(
         begun == 0,
         "shmem_write_begin outside any vfs_fsync was timed {begun} times"
+    );
+    let folded = fs::read_to_string(guest.outcome.out_dir.join("inside.folded"))
+        .context("sample --inside wrote no folded file")?;
+    let stacks: Vec<&str> = folded.lines().collect();
+    ensure!(!stacks.is_empty(), "sample --inside took no samples");
+    let outside: Vec<&&str> = stacks
+        .iter()
+        .filter(|line| {
+            !line
+                .split(';')
+                .any(|frame| frame.starts_with("generic_perform_write"))
+        })
+        .collect();
+    ensure!(
+        outside.is_empty(),
+        "{} of {} sampled stacks are not inside generic_perform_write, e.g. {:?}",
+        outside.len(),
+        stacks.len(),
+        outside.first()
+    );
+    let left_out: u64 = guest
+        .lines_containing("only inside generic_perform_write: ")
+        .first()
+        .and_then(|line| line.split_whitespace().nth(3).map(str::to_owned))
+        .and_then(|n| n.parse().ok())
+        .context("sample --inside did not say how many samples it left out")?;
+    ensure!(
+        left_out > 0,
+        "no sample of the workload fell outside the function: the filter went untested"
     );
     let lines = guest.lines_containing("--children times functions inside one parent");
     ensure!(

@@ -54,6 +54,8 @@ pub struct ProbeConfig {
     pub condition_comm: [u8; 16],
     /// `--children`: bit `f` set for each slot `f` timed only inside a parent's frame.
     pub child_slots: u64,
+    /// `sample --inside F`: sample only tasks with a probed frame open.
+    pub sample_inside: bool,
 }
 
 impl ProbeConfig {
@@ -167,6 +169,7 @@ pub fn load_object(config: &ProbeConfig, store: TaskStore) -> Result<Ebpf, EbpfE
     let child_pid = config.offsets.map_or(44, |o| o.fork_child_pid);
 
     let capture_stacks = config.capture_stacks as u8;
+    let sample_inside = u8::from(config.sample_inside);
     let mut loader = EbpfLoader::new();
     match store {
         // TASK_STORAGE maps: aya creates them but has no userspace type; only the programs
@@ -193,6 +196,7 @@ pub fn load_object(config: &ProbeConfig, store: TaskStore) -> Result<Ebpf, EbpfE
         .override_global("SLOWEST_N", &config.slowest, true)
         .override_global("FILTERS", &config.conditions, true)
         .override_global("CHILD_SLOTS", &config.child_slots, true)
+        .override_global("SAMPLE_INSIDE", &sample_inside, true)
         .override_global("FILTER_COMM_VALUE", &config.condition_comm, true)
         .map_max_entries(
             names::SLOWEST,

@@ -141,6 +141,7 @@ impl RecordArgs {
             stack_map_size: self.stack_map_size,
             command: self.command.clone(),
             slowest: self.slowest.unwrap_or(0),
+            sample_inside: false,
         })
     }
 

@@ -17,7 +17,7 @@ use profiler_common::{StackKey, StackTotals, names};
 use super::args::DEFAULT_STACK_MAP_SIZE;
 use crate::attach::{self, ProbeConfig, TracepointOffsets};
 use crate::collect::CollectedStack;
-use crate::session::{self, Followed, Signals};
+use crate::session::{self, FilterSpec, Followed, ProbeSpec, SessionSpec, Signals};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -48,6 +48,12 @@ pub struct SampleArgs {
     /// Rows in the top table.
     #[arg(long, default_value_t = 20)]
     pub top: usize,
+    /// Only samples taken while the sampled task is inside FUNC (FUNC's entry and return are
+    /// probed; its frames live in the task's own storage): a flamegraph of what runs inside
+    /// FUNC, including inlined and notrace code no probe can time.
+    /// Example: `hotprof sample --inside generic_perform_write -- dd if=/dev/zero of=/dev/shm/x bs=1M count=64`.
+    #[arg(long, value_name = "FUNC")]
+    pub inside: Option<String>,
     /// Distinct stacks kept in the kernel.
     #[arg(long, default_value_t = DEFAULT_STACK_MAP_SIZE, value_parser = clap::value_parser!(u32).range(16..=1_048_576))]
     pub stack_map_size: u32,
@@ -62,6 +68,10 @@ pub struct Samples {
     pub elapsed: Duration,
     pub lost_stacks: u64,
     pub full: u64,
+    /// `--inside`: samples of traced tasks outside the function, left out.
+    pub outside: u64,
+    /// `--inside`: the function's symbol and address.
+    pub inside: Option<(String, u64)>,
     pub exit_code: i32,
 }
 
@@ -72,7 +82,14 @@ pub async fn run(args: &SampleArgs) -> anyhow::Result<i32> {
     let total: u64 = samples.stacks.iter().map(|s| s.count).sum();
     let kernel =
         crate::flame::KernelSymbolizer::from_system().context("cannot symbolize kernel stacks")?;
-    let records = out::records_for(&samples.stacks, 0, None, &kernel);
+    // Inside a function: a sample in the function's own entry or return probe has the probe's
+    // frames, not the function's, on top.
+    let records = match &samples.inside {
+        Some((symbol, address)) => {
+            out::inside_records(&samples.stacks, (symbol.as_str(), *address), &kernel)
+        }
+        None => out::sampled_records(&samples.stacks),
+    };
     println!(
         "hotprof sample: {total} samples, {} distinct stacks, {} at {} Hz, kernel {}",
         samples.stacks.len(),
@@ -80,6 +97,12 @@ pub async fn run(args: &SampleArgs) -> anyhow::Result<i32> {
         args.freq,
         crate::kernel_release()
     );
+    if let Some(function) = &args.inside {
+        println!(
+            "only inside {function}: {} samples of the traced tasks outside it left out",
+            samples.outside
+        );
+    }
     print!("{}", out::top_table(&records, &kernel, true, args.top));
     if samples.lost_stacks + samples.full > 0 {
         println!(
@@ -132,19 +155,51 @@ pub async fn collect(args: &SampleArgs) -> anyhow::Result<Samples> {
     } else {
         None
     };
-    let config = ProbeConfig {
-        functions: 1,
-        filter_tgids: follow || args.pid.is_some(),
-        exclude_tgid: Some(std::process::id()),
-        sampling: true,
-        stack_map_size: args.stack_map_size,
-        offsets,
-        ..Default::default()
+    // With --inside, the function's probes too (whose frames the sampler checks); they stay
+    // attached while `_links` lives.
+    let mut inside = None;
+    let (mut ebpf, _links) = match &args.inside {
+        Some(function) => {
+            let spec = SessionSpec {
+                probe: ProbeSpec {
+                    functions: vec![function.clone()],
+                    filter: FilterSpec {
+                        pids: pids.clone(),
+                        ..FilterSpec::default()
+                    },
+                    ..ProbeSpec::default()
+                },
+                stack_map_size: args.stack_map_size,
+                command: args.command.clone(),
+                sample_inside: true,
+                ..SessionSpec::default()
+            };
+            let filters = session::validate(&spec)?;
+            let attached = session::attach(&spec, filters)?;
+            inside = attached
+                .targets
+                .first()
+                .map(|t| (t.symbol.clone(), t.address));
+            (attached.ebpf, Some(attached.links))
+        }
+        None => {
+            let config = ProbeConfig {
+                functions: 1,
+                filter_tgids: follow || args.pid.is_some(),
+                exclude_tgid: Some(std::process::id()),
+                sampling: true,
+                stack_map_size: args.stack_map_size,
+                offsets,
+                ..Default::default()
+            };
+            let attach::Loaded {
+                mut ebpf,
+                task_store,
+            } = session::load(&config)?;
+            attach::attach_tracking(&mut ebpf, task_store, false, follow)?;
+            (ebpf, None)
+        }
     };
-    let attach::Loaded {
-        mut ebpf,
-        task_store,
-    } = session::load(&config)?;
     let program: &mut PerfEvent = ebpf
         .program_mut("on_cpu_sample")
         .context("on_cpu_sample program missing")?
@@ -163,7 +218,6 @@ pub async fn collect(args: &SampleArgs) -> anyhow::Result<Samples> {
             )
             .map_err(|e| anyhow::anyhow!("cannot sample CPU {cpu}: {}", attach::one_line(&e)))?;
     }
-    attach::attach_tracking(&mut ebpf, task_store, false, follow)?;
 
     let mut workload = Followed::spawn(&mut ebpf, &args.command, &pids)?;
     let started = Instant::now();
@@ -202,6 +256,8 @@ pub async fn collect(args: &SampleArgs) -> anyhow::Result<Samples> {
         elapsed,
         lost_stacks: counters.counter(profiler_common::Counter::StackLost),
         full: counters.counter(profiler_common::Counter::StackTotalsFull),
+        outside: counters.counter(profiler_common::Counter::OutsideParent),
+        inside,
         exit_code,
     })
 }

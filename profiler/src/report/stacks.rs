@@ -26,6 +26,8 @@ fn is_probe_frame(name: &str) -> bool {
         "perf_tp_",
         "trace_call_bpf",
         "syscall_trace_enter",
+        // Retpoline thunks called from JIT code the unwinder cannot walk.
+        "__x86_indirect_thunk",
         "0x",
     ]
     .iter()
@@ -97,13 +99,54 @@ pub fn records_for(
         .filter(|s| s.func == func)
         .map(|s| StackRecord {
             kernel: without_probe_frames(s.kernel.clone(), leaf, kernel),
-            user: s.user.clone(),
-            comm: s.comm.clone(),
-            pid: s.tgid,
-            total_ns: s.total_ns,
-            count: s.count,
+            ..record(s)
         })
         .collect()
+}
+
+/// Records of on-CPU samples (`hotprof sample`): kept as taken, since a sample inside a BPF
+/// program or trampoline is where the CPU really was.
+pub fn sampled_records(stacks: &[CollectedStack]) -> Vec<StackRecord> {
+    stacks.iter().map(record).collect()
+}
+
+/// Records of samples taken inside `function` (`hotprof sample --inside`): a stack that shows
+/// it is kept whole (what runs inside is the point); one that does not was taken in the
+/// function's own entry or return probe, whose frames go and the function takes their place.
+pub fn inside_records(
+    stacks: &[CollectedStack],
+    function: (&str, u64),
+    kernel: &KernelSymbolizer,
+) -> Vec<StackRecord> {
+    let shows = |frames: &[u64]| {
+        frames.iter().any(|&a| {
+            kernel
+                .symbolize(a)
+                .is_some_and(|(name, _, _)| name == function.0)
+        })
+    };
+    stacks
+        .iter()
+        .map(|s| StackRecord {
+            kernel: if shows(&s.kernel) {
+                s.kernel.clone()
+            } else {
+                without_probe_frames(s.kernel.clone(), Some(function), kernel)
+            },
+            ..record(s)
+        })
+        .collect()
+}
+
+fn record(stack: &CollectedStack) -> StackRecord {
+    StackRecord {
+        kernel: stack.kernel.clone(),
+        user: stack.user.clone(),
+        comm: stack.comm.clone(),
+        pid: stack.tgid,
+        total_ns: stack.total_ns,
+        count: stack.count,
+    }
 }
 
 /// Folds records with kernel (and, when wanted, user) symbols.
@@ -338,6 +381,25 @@ ffffffff81007000 D __start_rodata\n";
         assert_eq!(
             names(without_probe_frames(stack, nanosleep, &kernel)),
             ["do_nanosleep", "do_nanosleep", "hrtimer_nanosleep"]
+        );
+    }
+
+    #[test]
+    fn samples_inside_a_function_keep_their_inner_frames_or_get_the_function_in_place_of_its_probe()
+    {
+        let stacks = [
+            // Inside: ext4 under vfs_read; all of it stays.
+            stack(0, &[EXT4_READ, VFS_READ + 8, KSYS_READ], 1, 1),
+            // In vfs_read's entry probe: the trampoline goes, vfs_read takes its place.
+            stack(0, &[TRAMPOLINE, KSYS_READ, SYSCALL], 1, 1),
+        ];
+        let records = inside_records(&stacks, ("vfs_read", VFS_READ), &kernel());
+        assert_eq!(
+            kernel_frames(&records),
+            [
+                vec![EXT4_READ, VFS_READ + 8, KSYS_READ],
+                vec![VFS_READ, KSYS_READ, SYSCALL]
+            ]
         );
     }
 
