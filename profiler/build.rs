@@ -6,7 +6,13 @@
 //! sixty). So the build runs in a second process of this script, and its output is filtered
 //! here: cargo's progress lines are dropped and everything else, real warnings included, is
 //! kept. When the eBPF build fails, or with `HOTPROF_EBPF_VERBOSE=1`, all of it is shown.
+//!
+//! It also sets what `hotprof --version` prints: `HOTPROF_GIT_COMMIT` (the source tree's
+//! commit, `-dirty` with uncommitted changes to tracked files, `unknown` without git),
+//! `HOTPROF_AYA_VERSION` (from Cargo.lock) and `HOTPROF_EBPF_ID` (a hash of the two eBPF
+//! objects just built). None of them can fail the build.
 use std::env;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, bail};
@@ -42,7 +48,109 @@ fn main() -> anyhow::Result<()> {
             output.status
         );
     }
+    version_env();
     Ok(())
+}
+
+/// The `cargo:rustc-env` lines for `hotprof --version`.
+fn version_env() {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    println!(
+        "cargo:rustc-env=HOTPROF_GIT_COMMIT={}",
+        git_commit(&manifest)
+    );
+    let lock = manifest.join("../Cargo.lock");
+    println!("cargo:rerun-if-changed={}", lock.display());
+    let aya = std::fs::read_to_string(&lock)
+        .ok()
+        .and_then(|text| locked_version(&text, "aya"))
+        .unwrap_or_else(|| "unknown".into());
+    println!("cargo:rustc-env=HOTPROF_AYA_VERSION={aya}");
+    let out_dir = env::var_os("OUT_DIR").map(PathBuf::from);
+    let objects = out_dir.and_then(|dir| {
+        let main = std::fs::read(dir.join("profiler")).ok()?;
+        let compat = std::fs::read(dir.join("profiler-compat")).ok()?;
+        Some([main, compat])
+    });
+    let id = objects.map_or_else(|| "unknown".into(), |objects| object_id(&objects));
+    println!("cargo:rustc-env=HOTPROF_EBPF_ID={id}");
+}
+
+/// `git` in the source tree, its stdout trimmed; `None` without git or outside a checkout.
+fn git(dir: &Path, args: &[&str]) -> Option<String> {
+    // No optional locks: `status` must not rewrite the index it is watched through.
+    let output = Command::new("git")
+        .arg("--no-optional-locks")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .ok()?;
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}
+
+/// The short commit of the source tree, `-dirty` when tracked files differ from it, or
+/// `unknown`. Cargo reruns this when HEAD, the branch it names or the index changes (a commit,
+/// a checkout, `git add`); an edit alone does not, so `-dirty` is as of the last of those.
+fn git_commit(dir: &Path) -> String {
+    let Some(commit) = git(dir, &["rev-parse", "--short=7", "HEAD"]) else {
+        return "unknown".into();
+    };
+    let watched = ["HEAD", "index", "packed-refs"]
+        .into_iter()
+        .map(str::to_owned)
+        .chain(git(dir, &["symbolic-ref", "-q", "HEAD"]));
+    for name in watched {
+        let Some(path) = git(dir, &["rev-parse", "--git-path", &name]) else {
+            continue;
+        };
+        // Relative to `dir` (git -C). Cargo counts a missing file as changed, on every build:
+        // a branch whose ref is only in packed-refs is watched through its directory, where a
+        // commit writes it.
+        let path = dir.join(path);
+        let target = if path.exists() {
+            Some(path.as_path())
+        } else if name.starts_with("refs/") {
+            path.parent().filter(|parent| parent.exists())
+        } else {
+            None
+        };
+        if let Some(target) = target {
+            println!("cargo:rerun-if-changed={}", target.display());
+        }
+    }
+    let dirty = git(dir, &["status", "--porcelain", "--untracked-files=no"])
+        .is_some_and(|status| !status.is_empty());
+    if dirty {
+        format!("{commit}-dirty")
+    } else {
+        commit
+    }
+}
+
+/// The version Cargo.lock pins for `package`: its `[[package]]` entry's `version` line.
+fn locked_version(lock: &str, package: &str) -> Option<String> {
+    let name = format!("name = \"{package}\"");
+    let mut lines = lock.lines().map(str::trim);
+    lines.find(|line| *line == name)?;
+    let version = lines
+        .next()?
+        .strip_prefix("version = \"")?
+        .strip_suffix('"')?;
+    Some(version.to_owned())
+}
+
+/// The eBPF object build id: FNV-1a (64-bit) over the objects, 12 hex digits.
+fn object_id(objects: &[Vec<u8>]) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in objects.iter().flatten() {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{:012x}", hash >> 16)
 }
 
 fn build() -> anyhow::Result<()> {

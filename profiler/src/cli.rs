@@ -4,14 +4,15 @@
 use clap::{CommandFactory as _, Parser, Subcommand};
 
 use crate::commands::{
-    compare, completions, diff_flame, flamegraph, list, man, record, record::RecordArgs, sample,
-    serve, status,
+    LONG_VERSION, compare, completions, diff_flame, doctor, flamegraph, list, man, record,
+    record::RecordArgs, sample, serve, status,
 };
 
 #[derive(Debug, Parser)]
 #[command(
     name = "hotprof",
     version,
+    long_version = LONG_VERSION,
     about = "Per-call latency of kernel functions, measured in the kernel with eBPF",
     after_help = record::EXAMPLES,
     args_conflicts_with_subcommands = true,
@@ -35,6 +36,9 @@ pub enum Command {
     DiffFlame(diff_flame::DiffFlameArgs),
     /// Flame graph SVG of a folded-stacks file (`--folded`, or any other tool's).
     Flamegraph(flamegraph::FlamegraphArgs),
+    /// Check what this machine supports: one row per kernel feature, privilege and setting
+    /// hotprof depends on, each tried where possible; exit 1 when hotprof cannot work here.
+    Doctor(doctor::DoctorArgs),
     /// Show hotprof programs and kprobes still in the kernel (exit 1 if any): there should
     /// never be any once hotprof has exited.
     Status,
@@ -42,7 +46,7 @@ pub enum Command {
     Sample(sample::SampleArgs),
     /// Serve the probes' latency histograms as a Prometheus/OpenMetrics `/metrics` endpoint,
     /// read fresh from the kernel on every scrape; report on exit.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Print a shell completion script to stdout (bash, zsh, fish, elvish, powershell).
     Completions(completions::CompletionsArgs),
     /// Write the man pages generated from these definitions: hotprof.1 and one page per
@@ -56,8 +60,9 @@ impl Cli {
         match self.command {
             Some(Command::List(args)) => list::run(&args),
             Some(Command::Sample(args)) => sample::run(&args).await,
-            Some(Command::Serve(args)) => serve::run(args).await,
+            Some(Command::Serve(args)) => serve::run(*args).await,
             Some(Command::Status) => status::run(),
+            Some(Command::Doctor(args)) => doctor::run(&args),
             Some(Command::Compare(args)) => compare::run(&args),
             Some(Command::DiffFlame(args)) => diff_flame::run(&args),
             Some(Command::Completions(args)) => completions::run(&args, Cli::command()),

@@ -14,7 +14,7 @@ use tokio::task::JoinHandle;
 
 use crate::attach::{self, AttachedMode, Mode, ProbeConfig, TracepointOffsets};
 use crate::collect::Snapshot;
-use crate::flame::KernelSymbolizer;
+use crate::flame::{KernelSymbolizer, SavedMaps};
 use crate::model::{
     ByField, CallerRecord, FilterExpr, FilterRecord, FunctionRecord, FunctionTotals, KeyRecord,
     KeySpec, Recording, SCHEMA_VERSION, SlowCallRecord, TaskStore,
@@ -550,6 +550,46 @@ fn covered_sites(
     Ok(sites.covered)
 }
 
+/// Saves the executable mappings of the traced processes while they live, so their user
+/// frames are named even when they have exited by the time the report is made.
+#[derive(Debug, Default)]
+pub struct MapsWatcher {
+    pub saved: SavedMaps,
+}
+
+impl MapsWatcher {
+    /// How often the traced processes' mappings are read again (new libraries, new children).
+    pub const PERIOD: Duration = Duration::from_millis(50);
+
+    /// Waits (up to 200 ms) until `pid` has replaced hotprof's image with its own (the
+    /// workload execs once released), then saves its mappings: a workload that exits within
+    /// the first period is named too.
+    pub async fn after_exec(&mut self, pid: u32) {
+        let own = std::fs::read_link("/proc/self/exe").ok();
+        for _ in 0..200 {
+            let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+            if exe.is_some() && exe != own {
+                self.saved.save(pid);
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    /// Saves the mappings of every process in the traced tree now.
+    pub fn poll(&mut self, ebpf: &aya::Ebpf) {
+        let Some(map) = ebpf.map(profiler_common::names::TGIDS) else {
+            return;
+        };
+        let Ok(tgids) = HashMap::<_, u32, u8>::try_from(map) else {
+            return;
+        };
+        for pid in tgids.keys().flatten() {
+            self.saved.save(pid);
+        }
+    }
+}
+
 /// Tells the probes which processes to follow (the `TGIDS` map; their children are added by
 /// the fork hook).
 pub fn follow_processes(
@@ -625,6 +665,11 @@ impl Followed {
         status
             .context("waiting for the workload")?
             .context("waiting for the workload")
+    }
+
+    /// The workload's pid, if there is one.
+    pub fn pid(&self) -> Option<u32> {
+        self.workload.as_ref().map(|w| w.pid)
     }
 
     /// Passes `signal` on to the workload.

@@ -77,10 +77,13 @@ pub fn no_kprobes_error() -> Result<()> {
 pub fn sample_getpid_path() -> Result<()> {
     let (hotprof, syscall_lat) = binaries()?;
     let svg = std::env::temp_dir().join(format!("hotprof-sample-{}.svg", std::process::id()));
+    let folded = std::env::temp_dir().join(format!("hotprof-sample-{}.folded", std::process::id()));
     let out = output(
         Command::new(&hotprof)
             .args(["sample", "--flamegraph"])
             .arg(&svg)
+            .arg("--folded")
+            .arg(&folded)
             .arg("--")
             .arg(&syscall_lat)
             .arg("5000000"),
@@ -117,6 +120,30 @@ pub fn sample_getpid_path() -> Result<()> {
     ensure!(
         image.contains("do_syscall_64"),
         "the sample flamegraph has no do_syscall_64 frame"
+    );
+    // The workload exited before its stacks were symbolized: its user frames are still
+    // named, from the mappings saved while it ran (before, a quarter were `[unknown]`).
+    let text = std::fs::read_to_string(&folded)?;
+    let _ = std::fs::remove_file(&folded);
+    let (mut named, mut all) = (0u64, 0u64);
+    for line in text.lines().filter(|l| l.starts_with("syscall_lat")) {
+        let (stack, count) = line
+            .rsplit_once(' ')
+            .context("a folded line without a count")?;
+        let count: u64 = count.parse()?;
+        all += count;
+        let user_named = stack
+            .split(';')
+            .skip(1)
+            .filter(|frame| !frame.ends_with("_[k]"))
+            .any(|frame| frame != "[unknown]" && !frame.contains("+0x"));
+        if user_named {
+            named += count;
+        }
+    }
+    ensure!(
+        all > 0 && named * 10 >= all * 9,
+        "only {named} of the workload's {all} samples have a named user frame after it exited"
     );
     Ok(())
 }

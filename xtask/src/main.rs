@@ -9,6 +9,7 @@
 mod apt_state;
 mod bench;
 mod build;
+mod doctor_scenario;
 mod fuzz;
 mod host;
 mod initramfs;

@@ -137,6 +137,11 @@ pub const SCENARIOS: &[Scenario] = &[
         run: slowest_and_filter,
     },
     Scenario {
+        name: "doctor_matches_what_works",
+        kernels: EVERY,
+        run: crate::doctor_scenario::doctor_matches_what_works,
+    },
+    Scenario {
         name: "children_inside",
         kernels: &[Kernel::V6_12, Kernel::V7],
         run: children_inside,

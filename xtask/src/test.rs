@@ -85,6 +85,11 @@ const HOST_CHECKS: &[HostCheck] = &[
         run: ebpf_load,
     },
     HostCheck {
+        name: "host_doctor",
+        about: "hotprof doctor's rows on the host match what the host can do (root test)",
+        run: host_doctor,
+    },
+    HostCheck {
         name: "host_syscall_exact",
         about: "hotprof --syscall getpid on the host kernel counts exactly",
         run: host::syscall_exact,
@@ -132,6 +137,21 @@ fn clippy() -> Result<()> {
 
 fn unit() -> Result<()> {
     run(cargo().args(["test", "--workspace"]).args(HOST_EXCLUDE))
+}
+
+fn host_doctor() -> Result<()> {
+    if !is_root() {
+        bail!("the doctor test must run as root");
+    }
+    run(cargo().args([
+        "test",
+        "-p",
+        "profiler",
+        "--test",
+        "doctor",
+        "--",
+        "--ignored",
+    ]))
 }
 
 fn ebpf_load() -> Result<()> {

@@ -6,6 +6,7 @@ pub mod args;
 pub mod compare;
 pub mod completions;
 pub mod diff_flame;
+pub mod doctor;
 pub mod flamegraph;
 pub mod list;
 pub mod man;
@@ -15,6 +16,19 @@ pub mod serve;
 pub mod status;
 
 use std::io::Write as _;
+
+/// What `hotprof --version` prints after the name: the version, the commit it was built from,
+/// the aya version and the id of the embedded eBPF objects (all set by `build.rs`).
+pub const LONG_VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("HOTPROF_GIT_COMMIT"),
+    ", aya ",
+    env!("HOTPROF_AYA_VERSION"),
+    ", eBPF object ",
+    env!("HOTPROF_EBPF_ID"),
+    ")"
+);
 
 /// Writing a command's output to stdout failed (a closed pipe, say).
 #[derive(Debug, thiserror::Error)]

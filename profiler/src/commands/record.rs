@@ -15,7 +15,9 @@ use crate::collect::{self, Snapshot};
 use crate::model::{IntervalFunction, IntervalRecord, Recording, RunRecord};
 use crate::progress::Progress;
 use crate::report;
-use crate::session::{self, Attached, Filters, Followed, Session, SessionSpec, Signals};
+use crate::session::{
+    self, Attached, Filters, Followed, MapsWatcher, Session, SessionSpec, Signals,
+};
 use crate::units::parse_positive_duration;
 
 /// `hotprof --help` examples: the four seed scenarios, each a command that was run (the
@@ -215,6 +217,7 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
         condition: args.probe.condition.as_ref(),
     };
     let mut signals = Signals::new()?;
+    let mut maps = MapsWatcher::default();
     let started = Instant::now();
     // The probes' clock (CLOCK_MONOTONIC), to place the slowest calls in the run.
     let started_monotonic_ns = monotonic_ns();
@@ -226,7 +229,15 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
         if args.runs > 1 {
             eprintln!("hotprof: run {run}/{}", args.runs);
         }
-        let mut outcome = measure(&mut ebpf, &args, &session, &mut signals, &previous).await?;
+        let mut outcome = measure(
+            &mut ebpf,
+            &args,
+            &session,
+            &mut signals,
+            &previous,
+            &mut maps,
+        )
+        .await?;
         exit_code = outcome.exit_code;
         intervals.append(&mut outcome.intervals);
         let now = collect::snapshot(&ebpf, probed.len())?;
@@ -311,7 +322,7 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
     }
     print!("{}", report::render_recording(&recording));
     let flamegraph = match stacks {
-        Some(stacks) => write_stacks(&args, &recording, &stacks, &targets)?,
+        Some(stacks) => write_stacks(&args, &recording, &stacks, &targets, &maps.saved)?,
         None => None,
     };
     if let Some(path) = &args.html {
@@ -333,9 +344,11 @@ fn write_stacks(
     recording: &Recording,
     stacks: &[collect::CollectedStack],
     targets: &[crate::resolve::Target],
+    saved: &crate::flame::SavedMaps,
 ) -> anyhow::Result<Option<Vec<u8>>> {
     use crate::flame::Weight;
     use crate::report::stacks as out;
+    let user = args.user_stacks.then_some(saved);
     let kernel =
         crate::flame::KernelSymbolizer::from_system().context("cannot symbolize kernel stacks")?;
     let weight = match args.weight {
@@ -349,15 +362,15 @@ fn write_stacks(
         let leaf = targets.get(id).map(|t| (t.symbol.as_str(), t.address));
         records.extend(out::records_for(stacks, id as u32, leaf, &kernel));
     }
-    let folded = out::fold(&records, weight, &kernel, args.user_stacks);
+    let folded = out::fold(&records, weight, &kernel, user);
     print!("{}", out::top_stacks(&folded, weight.count_name(), 5));
     if let Some(path) = &args.folded {
         out::write_folded(&folded, path)?;
         eprintln!("hotprof: wrote {}", path.display());
     }
     if let Some(path) = &args.pprof {
-        let by_latency = out::fold(&records, Weight::LatencyNs, &kernel, args.user_stacks);
-        let by_count = out::fold(&records, Weight::Count, &kernel, args.user_stacks);
+        let by_latency = out::fold(&records, Weight::LatencyNs, &kernel, user);
+        let by_count = out::fold(&records, Weight::Count, &kernel, user);
         let samples = crate::export::pprof::stack_samples(by_latency, &by_count);
         let meta = crate::export::pprof::ProfileMeta::of_recording(recording);
         std::fs::write(path, crate::export::pprof::encode(&samples, &meta))
@@ -442,10 +455,18 @@ async fn measure(
     session: &Session<'_>,
     signals: &mut Signals,
     since: &Snapshot,
+    maps: &mut MapsWatcher,
 ) -> anyhow::Result<RunOutcome> {
     let mut workload = Followed::spawn(ebpf, &args.command, &args.probe.filter.pids)?;
     let started = Instant::now();
     workload.release()?;
+    // User frames are named from the processes' mappings, saved while they live.
+    let mut maps_ticker = args
+        .user_stacks
+        .then(|| tokio::time::interval(MapsWatcher::PERIOD));
+    if let (true, Some(pid)) = (args.user_stacks, workload.pid()) {
+        maps.after_exec(pid).await;
+    }
     eprintln!(
         "hotprof: {}{}",
         session.attached(),
@@ -490,6 +511,9 @@ async fn measure(
             _ = async { tokio::time::sleep_until(deadline.unwrap()).await }, if deadline.is_some() => {
                 workload.signal(libc::SIGTERM);
                 break;
+            }
+            _ = async { maps_ticker.as_mut().unwrap().tick().await }, if maps_ticker.is_some() => {
+                maps.poll(ebpf);
             }
             _ = async { ticker.as_mut().unwrap().tick().await }, if ticker.is_some() => {
                 interval_index += 1;

@@ -17,7 +17,7 @@ use profiler_common::{StackKey, StackTotals, names};
 use super::args::DEFAULT_STACK_MAP_SIZE;
 use crate::attach::{self, ProbeConfig, TracepointOffsets};
 use crate::collect::CollectedStack;
-use crate::session::{self, FilterSpec, Followed, ProbeSpec, SessionSpec, Signals};
+use crate::session::{self, FilterSpec, Followed, MapsWatcher, ProbeSpec, SessionSpec, Signals};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -72,6 +72,8 @@ pub struct Samples {
     pub outside: u64,
     /// `--inside`: the function's symbol and address.
     pub inside: Option<(String, u64)>,
+    /// The sampled processes' mappings, saved while they lived.
+    pub maps: crate::flame::SavedMaps,
     pub exit_code: i32,
 }
 
@@ -103,7 +105,10 @@ pub async fn run(args: &SampleArgs) -> anyhow::Result<i32> {
             samples.outside
         );
     }
-    print!("{}", out::top_table(&records, &kernel, true, args.top));
+    print!(
+        "{}",
+        out::top_table(&records, &kernel, Some(&samples.maps), args.top)
+    );
     if samples.lost_stacks + samples.full > 0 {
         println!(
             "losses: {} stacks not stored, {} samples missing from the totals (raise --stack-map-size)",
@@ -113,7 +118,12 @@ pub async fn run(args: &SampleArgs) -> anyhow::Result<i32> {
         println!("losses: none");
     }
     if args.folded.is_some() || args.flamegraph.is_some() {
-        let folded = out::fold(&records, crate::flame::Weight::Count, &kernel, true);
+        let folded = out::fold(
+            &records,
+            crate::flame::Weight::Count,
+            &kernel,
+            Some(&samples.maps),
+        );
         if let Some(path) = &args.folded {
             out::write_folded(&folded, path)?;
             eprintln!("hotprof: wrote {}", path.display());
@@ -235,12 +245,25 @@ pub async fn collect(args: &SampleArgs) -> anyhow::Result<Samples> {
     let mut signals = Signals::new()?;
     let deadline = args.duration.map(|d| tokio::time::Instant::now() + d);
     let mut exit_code = 0;
-    tokio::select! {
-        _ = signals.recv() => {}
-        status = workload.exit(), if workload.running() => {
-            exit_code = status?;
+    // User frames are named from the processes' mappings, saved while they live.
+    let mut maps = MapsWatcher::default();
+    if let Some(pid) = workload.pid() {
+        maps.after_exec(pid).await;
+    }
+    pids.iter().for_each(|&pid| {
+        maps.saved.save(pid);
+    });
+    let mut maps_ticker = tokio::time::interval(MapsWatcher::PERIOD);
+    loop {
+        tokio::select! {
+            _ = signals.recv() => break,
+            status = workload.exit(), if workload.running() => {
+                exit_code = status?;
+                break;
+            }
+            _ = async { tokio::time::sleep_until(deadline.unwrap()).await }, if deadline.is_some() => break,
+            _ = maps_ticker.tick() => maps.poll(&ebpf),
         }
-        _ = async { tokio::time::sleep_until(deadline.unwrap()).await }, if deadline.is_some() => {}
     }
     let elapsed = started.elapsed();
     if workload.running() {
@@ -258,6 +281,7 @@ pub async fn collect(args: &SampleArgs) -> anyhow::Result<Samples> {
         full: counters.counter(profiler_common::Counter::StackTotalsFull),
         outside: counters.counter(profiler_common::Counter::OutsideParent),
         inside,
+        maps: maps.saved,
         exit_code,
     })
 }

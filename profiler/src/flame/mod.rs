@@ -33,7 +33,7 @@ pub use kernel::KernelSymbolizer;
 pub use svg::{
     RenderError, render_diff, render_flamegraph, render_flamegraph_owned, render_folded_lines,
 };
-pub use user::{UNKNOWN, UserSymbolizer, file_offset_frame};
+pub use user::{Mapping, SavedMaps, UNKNOWN, UserSymbolizer, file_offset_frame, parse_maps};
 
 /// The real [`FrameNames`]: kernel frames from kallsyms, user frames from blazesym (or all
 /// `[unknown]` when user stacks are not symbolized).

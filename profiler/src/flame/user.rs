@@ -4,7 +4,9 @@
 //! deleted or namespaced binaries still work), turns the absolute address into a file offset
 //! and then a virtual offset (which is what makes PIE and static-PIE binaries work), and looks
 //! it up in the ELF symbol tables (`.symtab`, else `.dynsym`), demangling Rust and C++ names.
-//! It needs the process to be alive: symbolize before the workload exits.
+//! That needs the process alive. For one that has exited, the mappings hotprof saved while it
+//! ran ([`SavedMaps`]) give each address's file and offset, and blazesym names it from the
+//! ELF file itself.
 //!
 //! Symbolization never fails as a whole. An address whose file has no symbol for it becomes
 //! `libfoo.so+0x1234` (file name and file offset, what `addr2line -e` wants); an address that
@@ -13,11 +15,11 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use blazesym::Pid;
 use blazesym::normalize::{Normalizer, UserMeta};
-use blazesym::symbolize::source::{Process, Source};
+use blazesym::symbolize::source::{Elf, Process, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 
 /// The frame name of an address that cannot be symbolized at all.
@@ -32,6 +34,81 @@ pub struct UserSymbolizer {
     symbolizer: Symbolizer,
     normalizer: Normalizer,
     cache: RefCell<HashMap<u32, HashMap<u64, String>>>,
+    /// Mappings of processes that may have exited since.
+    saved: SavedMaps,
+}
+
+/// A file-backed executable mapping of a process, as `/proc/PID/maps` lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mapping {
+    pub start: u64,
+    pub end: u64,
+    /// Offset in the file of `start`.
+    pub offset: u64,
+    pub path: PathBuf,
+}
+
+/// Parses `/proc/PID/maps`, keeping the executable mappings of files.
+pub fn parse_maps(text: &str) -> Vec<Mapping> {
+    text.lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let (range, perms, offset) = (fields.next()?, fields.next()?, fields.next()?);
+            let (_device, _inode) = (fields.next()?, fields.next()?);
+            let path = fields.collect::<Vec<_>>().join(" ");
+            if !perms.contains('x') || !path.starts_with('/') {
+                return None;
+            }
+            let (start, end) = range.split_once('-')?;
+            Some(Mapping {
+                start: u64::from_str_radix(start, 16).ok()?,
+                end: u64::from_str_radix(end, 16).ok()?,
+                offset: u64::from_str_radix(offset, 16).ok()?,
+                path: PathBuf::from(path.trim_end_matches(" (deleted)")),
+            })
+        })
+        .collect()
+}
+
+/// The executable mappings of processes, saved while they lived: what names the frames of a
+/// workload that has exited by the time the report is made.
+#[derive(Clone, Debug, Default)]
+pub struct SavedMaps(HashMap<u32, Vec<Mapping>>);
+
+impl SavedMaps {
+    /// Reads `pid`'s mappings now; keeps the last non-empty reading (an exiting process's
+    /// maps are empty). False when there was nothing to read.
+    pub fn save(&mut self, pid: u32) -> bool {
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+            return false;
+        };
+        let maps = parse_maps(&text);
+        if maps.is_empty() {
+            return false;
+        }
+        self.0.insert(pid, maps);
+        true
+    }
+
+    pub fn insert(&mut self, pid: u32, maps: Vec<Mapping>) {
+        self.0.insert(pid, maps);
+    }
+
+    /// The mapping holding `address` in `pid`, if saved.
+    fn find(&self, pid: u32, address: u64) -> Option<&Mapping> {
+        self.0
+            .get(&pid)?
+            .iter()
+            .find(|m| m.start <= address && address < m.end)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 impl Default for UserSymbolizer {
@@ -50,7 +127,13 @@ impl std::fmt::Debug for UserSymbolizer {
 
 impl UserSymbolizer {
     pub fn new() -> Self {
+        Self::with_saved(&SavedMaps::default())
+    }
+
+    /// A symbolizer that falls back on `saved` for processes that have gone.
+    pub fn with_saved(saved: &SavedMaps) -> Self {
         Self {
+            saved: saved.clone(),
             // Names only: no source lines or inlined frames (no DWARF support is built in).
             symbolizer: Symbolizer::builder()
                 .enable_code_info(false)
@@ -95,8 +178,8 @@ impl UserSymbolizer {
                 .ok()
         });
         let Some(symbolized) = symbolized else {
-            // The process is gone (or its maps are unreadable): nothing more to learn.
-            return vec![UNKNOWN.to_string(); addresses.len()];
+            // The process is gone (or its maps are unreadable): its saved mappings, if any.
+            return self.resolve_saved(pid, addresses);
         };
         let mut names: Vec<Option<String>> = symbolized
             .into_iter()
@@ -134,6 +217,31 @@ impl UserSymbolizer {
         names
             .into_iter()
             .map(|n| n.unwrap_or_else(|| UNKNOWN.to_string()))
+            .collect()
+    }
+}
+
+impl UserSymbolizer {
+    /// Names for the addresses of a process that has gone, through its saved mappings: the
+    /// file and the offset in it, looked up in the ELF file.
+    fn resolve_saved(&self, pid: u32, addresses: &[u64]) -> Vec<String> {
+        addresses
+            .iter()
+            .map(|&address| {
+                let Some(mapping) = self.saved.find(pid, address) else {
+                    return UNKNOWN.to_string();
+                };
+                let offset = address - mapping.start + mapping.offset;
+                let mut elf = Elf::new(&mapping.path);
+                elf.debug_syms = false;
+                match self
+                    .symbolizer
+                    .symbolize_single(&Source::Elf(elf), Input::FileOffset(offset))
+                {
+                    Ok(Symbolized::Sym(sym)) if !sym.name.is_empty() => sym.name.into_owned(),
+                    _ => file_offset_frame(Some(&mapping.path), offset),
+                }
+            })
             .collect()
     }
 }
@@ -177,6 +285,50 @@ mod tests {
             symbolizer.symbolize(std::process::id(), &[address]),
             names[..1]
         );
+    }
+
+    #[test]
+    fn a_gone_process_is_named_through_the_mappings_saved_while_it_lived() {
+        assert_eq!(hotprof_known_function(2), 62);
+        let address = hotprof_known_function as *const () as u64;
+        let mut saved = SavedMaps::default();
+        assert!(saved.save(std::process::id()));
+        // Above the largest pid_max (2^22): a process that is gone, with this one's mappings.
+        let gone = 4_194_305;
+        let own = saved.0[&std::process::id()].clone();
+        saved.insert(gone, own);
+        let symbolizer = UserSymbolizer::with_saved(&saved);
+        assert_eq!(
+            symbolizer.symbolize(gone, &[address + 4, 8]),
+            [
+                "profiler::flame::user::tests::hotprof_known_function",
+                UNKNOWN
+            ]
+        );
+    }
+
+    #[test]
+    fn maps_keep_the_executable_mappings_of_files() {
+        let text = "\
+55d0c0a00000-55d0c0a02000 r--p 00000000 08:01 1234    /usr/bin/dd
+55d0c0a02000-55d0c0a10000 r-xp 00002000 08:01 1234    /usr/bin/dd
+7f0000000000-7f0000021000 rw-p 00000000 00:00 0 
+7f1000000000-7f1000100000 r-xp 00028000 08:01 99      /usr/lib/libc.so.6
+7f2000000000-7f2000001000 r-xp 00000000 08:01 77      /tmp/a b (deleted)
+7ffc00000000-7ffc00002000 r-xp 00000000 00:00 0       [vdso]
+";
+        let maps = parse_maps(text);
+        assert_eq!(
+            maps.iter()
+                .map(|m| (m.start, m.offset, m.path.to_string_lossy().into_owned()))
+                .collect::<Vec<_>>(),
+            [
+                (0x55d0c0a02000, 0x2000, "/usr/bin/dd".to_string()),
+                (0x7f1000000000, 0x28000, "/usr/lib/libc.so.6".to_string()),
+                (0x7f2000000000, 0, "/tmp/a b".to_string()),
+            ]
+        );
+        assert_eq!(maps[0].end, 0x55d0c0a10000);
     }
 
     #[test]

@@ -6,7 +6,9 @@ use std::path::Path;
 use anyhow::Context as _;
 
 use crate::collect::CollectedStack;
-use crate::flame::{self, KernelSymbolizer, StackRecord, Symbols, UserSymbolizer, Weight};
+use crate::flame::{
+    self, KernelSymbolizer, SavedMaps, StackRecord, Symbols, UserSymbolizer, Weight,
+};
 
 /// Frames the probe machinery itself adds to a probed function's stack (the BPF program and
 /// trampoline of fentry, unsymbolized JIT code, the kprobe/ftrace handlers, the perf
@@ -149,14 +151,15 @@ fn record(stack: &CollectedStack) -> StackRecord {
     }
 }
 
-/// Folds records with kernel (and, when wanted, user) symbols.
+/// Folds records with kernel symbols, and user symbols when `user` is given (the mappings
+/// saved for processes that may have exited).
 pub fn fold(
     records: &[StackRecord],
     weight: Weight,
     kernel: &KernelSymbolizer,
-    user_stacks: bool,
+    user: Option<&SavedMaps>,
 ) -> Vec<(String, u64)> {
-    let user = user_stacks.then(UserSymbolizer::new);
+    let user = user.map(UserSymbolizer::with_saved);
     let symbols = Symbols {
         kernel,
         user: user.as_ref(),
@@ -189,10 +192,10 @@ pub fn write_flamegraph(
 pub fn top_table(
     records: &[StackRecord],
     kernel: &KernelSymbolizer,
-    user_stacks: bool,
+    user: Option<&SavedMaps>,
     rows: usize,
 ) -> String {
-    let user = user_stacks.then(UserSymbolizer::new);
+    let user = user.map(UserSymbolizer::with_saved);
     let total: u64 = records.iter().map(|r| r.count).sum();
     let mut by_leaf: std::collections::HashMap<(String, String), u64> =
         std::collections::HashMap::new();
@@ -456,12 +459,12 @@ ffffffff81007000 D __start_rodata\n";
         let read = "cat;[unknown];do_syscall_64_[k];ksys_read_[k];vfs_read_[k]";
         let direct = "cat;[unknown];do_syscall_64_[k];vfs_read_[k]";
         assert_eq!(
-            fold(&records, Weight::LatencyNs, &kernel, false),
+            fold(&records, Weight::LatencyNs, &kernel, None),
             [(read.to_string(), 1_000), (direct.to_string(), 50)]
         );
         // By count, the stack of no calls draws nothing.
         assert_eq!(
-            fold(&records, Weight::Count, &kernel, false),
+            fold(&records, Weight::Count, &kernel, None),
             [(read.to_string(), 4)]
         );
     }
@@ -488,7 +491,7 @@ ffffffff81007000 D __start_rodata\n";
             record("dd", &[], &[], 1),
         ];
         assert_eq!(
-            top_table(&records, &kernel(), false, 10),
+            top_table(&records, &kernel(), None, 10),
             "overhead  command          symbol\n\
              \x20 50.00%  cat              [k] vfs_read\n\
              \x20 20.00%  dd               [k] vfs_read\n\
@@ -497,7 +500,7 @@ ffffffff81007000 D __start_rodata\n";
              \x20 10.00%  dd               [?] [unknown]\n"
         );
         assert_eq!(
-            top_table(&records, &kernel(), false, 1),
+            top_table(&records, &kernel(), None, 1),
             "overhead  command          symbol\n\
              \x20 50.00%  cat              [k] vfs_read\n"
         );
@@ -507,12 +510,12 @@ ffffffff81007000 D __start_rodata\n";
     fn the_top_table_names_modules_and_survives_no_calls() {
         let records = [record("cat", &[EXT4_READ], &[], 0)];
         assert_eq!(
-            top_table(&records, &kernel(), false, 10),
+            top_table(&records, &kernel(), None, 10),
             "overhead  command          symbol\n\
              \x20  0.00%  cat              [k] ext4_file_read_iter [ext4]\n"
         );
         assert_eq!(
-            top_table(&[], &kernel(), false, 10),
+            top_table(&[], &kernel(), None, 10),
             "overhead  command          symbol\n"
         );
     }

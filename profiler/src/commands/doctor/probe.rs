@@ -1,0 +1,339 @@
+//! The part of `hotprof doctor` that touches the system: reads the kernel's files and tries
+//! what can be tried, with hotprof's own object and attach functions, detaching at once. Every
+//! outcome becomes a plain value in [`Facts`]; nothing here decides what it means.
+//!
+//! Side effects, each undone or what every hotprof run does anyway: tracefs is mounted at
+//! `/sys/kernel/tracing` if it was not ([`resolve::tracefs_root`]); securityfs is mounted for
+//! the moment it takes to read the lockdown mode, then unmounted.
+
+use std::ffi::CString;
+use std::path::Path;
+
+use aya::maps::MapType;
+use aya::programs::PerfEvent;
+use aya::programs::perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent};
+
+use super::facts::{
+    Facts, Kallsyms, Lockdown, Privileges, Tracefs, Tried, parse_cap_eff, parse_lockdown,
+    parse_mounts, tidy_reason,
+};
+use super::multi::{self, KPROBE_MULTI, KPROBE_SESSION};
+use crate::attach::{self, Mode, ProbeConfig, one_line};
+use crate::model::TaskStore;
+use crate::progress::Progress;
+use crate::resolve::kcore::{Kcore, KcoreError};
+use crate::resolve::{self, KernelFunctions, Target};
+
+/// Functions to probe, harmless and called on demand: the first that resolves is tried (and
+/// only it: its outcome is the answer). fentry prefers `__do_sys_getpid`, which fentry attaches
+/// to on every kernel of the test matrix (the `__x64_` wrapper refuses it).
+const KPROBE_TARGETS: &[&str] = &["__x64_sys_getpid", "__arm64_sys_getpid", "__do_sys_getpid"];
+const FENTRY_TARGETS: &[&str] = &["__do_sys_getpid", "__x64_sys_getpid", "__arm64_sys_getpid"];
+
+/// Checks this machine.
+pub fn gather() -> Facts {
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    // Before anything mounts it.
+    let tracefs_mounted = parse_mounts(&mounts, "tracefs");
+    let privileges = privileges();
+    let lockdown = lockdown(&mounts);
+    let tracefs = Tracefs {
+        mounted: tracefs_mounted,
+        usable: resolve::tracefs_root(),
+    };
+    let kernel = KernelFunctions::from_system().ok();
+    let kallsyms = match &kernel {
+        None => Kallsyms::Unreadable,
+        Some(k) if k.addresses_visible() => Kallsyms::Visible,
+        Some(_) => Kallsyms::Hidden,
+    };
+    let first = |names: &[&str]| {
+        let kernel = kernel.as_ref()?;
+        names
+            .iter()
+            .find_map(|name| kernel.resolve(name, &|_| false).ok()?.into_iter().next())
+    };
+    let kprobe_target = first(KPROBE_TARGETS);
+    let fentry_target = first(FENTRY_TARGETS);
+    let unprivileged = || Tried::NotTried("needs root, or CAP_BPF and CAP_PERFMON".into());
+    let programs = if privileges.sufficient {
+        try_programs(
+            kprobe_target.as_ref(),
+            fentry_target.as_ref(),
+            tracefs.usable.as_deref(),
+        )
+    } else {
+        Programs::untried(unprivileged())
+    };
+    let (task_storage, kprobe_multi, kprobe_session) = if privileges.sufficient {
+        let symbol = fentry_target.as_ref().map(|t| t.symbol.as_str());
+        (
+            task_storage(),
+            kprobe_link(KPROBE_MULTI, symbol),
+            kprobe_link(KPROBE_SESSION, symbol),
+        )
+    } else {
+        (unprivileged(), unprivileged(), unprivileged())
+    };
+    Facts {
+        release: crate::kernel_release(),
+        btf: btf(),
+        programs: programs.programs,
+        store: programs.store,
+        kprobe: programs.kprobe,
+        fentry: programs.fentry,
+        syscalls: programs.syscalls,
+        sampling: programs.sampling,
+        kprobe_multi,
+        kprobe_session,
+        task_storage,
+        kcore: kcore(kernel.as_ref()),
+        lockdown,
+        perf_event_paranoid: read_number("/proc/sys/kernel/perf_event_paranoid"),
+        kptr_restrict: read_number("/proc/sys/kernel/kptr_restrict"),
+        kallsyms,
+        tracefs,
+        privileges,
+    }
+}
+
+fn privileges() -> Privileges {
+    // SAFETY: geteuid cannot fail and touches no memory of ours.
+    let euid = unsafe { libc::geteuid() };
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    Privileges {
+        euid,
+        effective: parse_cap_eff(&status),
+        sufficient: attach::check_privileges().is_ok(),
+    }
+}
+
+fn btf() -> Tried {
+    const PATH: &str = "/sys/kernel/btf/vmlinux";
+    match aya::Btf::from_sys_fs() {
+        Ok(_) => {
+            let size = std::fs::metadata(PATH).map_or(0, |m| m.len());
+            Tried::Works(format!("{PATH} parses ({} KiB)", size / 1024))
+        }
+        Err(error) => Tried::Fails(one_line(&error)),
+    }
+}
+
+fn read_number(path: &str) -> Option<i64> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// The lockdown mode; with securityfs unmounted, mounted for the read and unmounted again.
+fn lockdown(mounts: &str) -> Lockdown {
+    const DIR: &str = "/sys/kernel/security";
+    let read = || match std::fs::read_to_string(format!("{DIR}/lockdown")) {
+        Ok(text) => parse_lockdown(&text).map_or_else(
+            || Lockdown::Unknown(format!("unexpected {DIR}/lockdown: {}", text.trim())),
+            Lockdown::Mode,
+        ),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Lockdown::NoLsm,
+        Err(error) => Lockdown::Unknown(format!("cannot read {DIR}/lockdown: {error}")),
+    };
+    if !parse_mounts(mounts, "securityfs").is_empty() {
+        return read();
+    }
+    let (Ok(fstype), Ok(target)) = (CString::new("securityfs"), CString::new(DIR)) else {
+        return Lockdown::Unknown("securityfs is not mounted".into());
+    };
+    // SAFETY: mount(2) with valid NUL-terminated strings and no data; failure is handled.
+    let mounted = unsafe {
+        libc::mount(
+            fstype.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            std::ptr::null(),
+        )
+    } == 0;
+    if !mounted {
+        let error = std::io::Error::last_os_error();
+        return Lockdown::Unknown(format!(
+            "securityfs is not mounted at {DIR}, and mounting it failed: {error}"
+        ));
+    }
+    let lockdown = read();
+    // SAFETY: umount2(2) of the mount made just above; a failure leaves it mounted, harmless.
+    unsafe { libc::umount2(target.as_ptr(), 0) };
+    lockdown
+}
+
+/// `/proc/kcore` opened, and the first bytes of kernel text read through it.
+fn kcore(kernel: Option<&KernelFunctions>) -> Tried {
+    let kcore = match Kcore::open() {
+        Ok(kcore) => kcore,
+        Err(KcoreError::Open(error)) if error.kind() == std::io::ErrorKind::NotFound => {
+            return Tried::Fails(
+                "/proc/kcore does not exist (the kernel is built without CONFIG_PROC_KCORE)".into(),
+            );
+        }
+        Err(KcoreError::Open(error)) => return Tried::Fails(format!("cannot open it: {error}")),
+        Err(error) => return Tried::Fails(error.to_string()),
+    };
+    let stext = kernel.and_then(|k| {
+        k.symbols()
+            .iter()
+            .find(|s| s.name == "_stext" && s.address != 0)
+    });
+    let Some(stext) = stext else {
+        return Tried::NotTried(
+            "opened, but kernel text not read: /proc/kallsyms shows no address for _stext".into(),
+        );
+    };
+    match kcore.read(stext.address, 16) {
+        Ok(_) => Tried::Works("readable (kernel text read at _stext)".into()),
+        Err(error) => Tried::Fails(error.to_string()),
+    }
+}
+
+/// What loading hotprof's object and attaching its programs showed.
+struct Programs {
+    programs: Tried,
+    store: Option<TaskStore>,
+    kprobe: Tried,
+    fentry: Tried,
+    syscalls: Tried,
+    sampling: Tried,
+}
+
+impl Programs {
+    fn untried(why: Tried) -> Self {
+        Self {
+            programs: why.clone(),
+            store: None,
+            kprobe: why.clone(),
+            fentry: why.clone(),
+            syscalls: why.clone(),
+            sampling: why,
+        }
+    }
+}
+
+/// Loads hotprof's object as a run does (task storage, else the hash map) with its task-exit
+/// hooks, then attaches each kind of probe once. Everything is detached when this returns.
+fn try_programs(
+    kprobe_target: Option<&Target>,
+    fentry_target: Option<&Target>,
+    tracefs: Option<&Path>,
+) -> Programs {
+    let config = ProbeConfig {
+        functions: 1,
+        // An empty pid set: the probes count nothing while they are attached.
+        filter_tgids: true,
+        exclude_tgid: Some(std::process::id()),
+        sampling: true,
+        stack_map_size: 16,
+        ..Default::default()
+    };
+    let mut loaded = match attach::load(&config) {
+        Ok(loaded) => loaded,
+        Err(error) => {
+            let not_loaded = Tried::NotTried("hotprof's eBPF object did not load".into());
+            return Programs {
+                programs: Tried::Fails(error.to_string()),
+                ..Programs::untried(not_loaded)
+            };
+        }
+    };
+    let store = loaded.task_store;
+    let ebpf = &mut loaded.ebpf;
+    let programs = match attach::attach_tracking(ebpf, store, false, false) {
+        Ok(()) => Tried::Works(format!(
+            "the {} object loaded, its task-exit hooks attached",
+            match store {
+                TaskStore::TaskStorage => "task-storage",
+                TaskStore::HashMap => "hash-map",
+            }
+        )),
+        Err(error) => Tried::Fails(tidy_reason(&error.message())),
+    };
+    let kprobe = if !attach::kprobes_available() {
+        Tried::Fails(
+            "no kprobe PMU in /sys/bus/event_source/devices: the kernel is built without kprobe \
+             events (CONFIG_KPROBES, CONFIG_KPROBE_EVENTS)"
+                .into(),
+        )
+    } else {
+        attach_one(ebpf, kprobe_target, Mode::Kprobe, "kprobe and kretprobe")
+    };
+    let fentry = attach_one(ebpf, fentry_target, Mode::Fentry, "fentry and fexit");
+    let syscalls = match tracefs {
+        None => Tried::NotTried("no tracefs".into()),
+        Some(root) => match attach::attach_syscalls(ebpf, &["getpid".to_owned()], root) {
+            Ok(()) => Tried::Works("syscalls/sys_enter_getpid and sys_exit_getpid attached".into()),
+            Err(error) => Tried::Fails(tidy_reason(&error.message())),
+        },
+    };
+    Programs {
+        programs,
+        store: Some(store),
+        kprobe,
+        fentry,
+        syscalls,
+        sampling: sampling(ebpf),
+    }
+}
+
+/// Attaches one function in `mode`; `what` names the pair in the outcome.
+fn attach_one(ebpf: &mut aya::Ebpf, target: Option<&Target>, mode: Mode, what: &str) -> Tried {
+    let Some(target) = target else {
+        return Tried::NotTried("no getpid function found in /proc/kallsyms".into());
+    };
+    match attach::attach_functions(
+        ebpf,
+        std::slice::from_ref(target),
+        mode,
+        &mut Progress::quiet(),
+    ) {
+        // The kprobe links detach here; fentry's stay with the object until it is dropped.
+        Ok(_attached) => Tried::Works(format!("{what} attached to {}", target.symbol)),
+        Err(error) => Tried::Fails(tidy_reason(&error.message())),
+    }
+}
+
+/// The sampling program on a cpu-clock perf event of this CPU.
+fn sampling(ebpf: &mut aya::Ebpf) -> Tried {
+    let program: &mut PerfEvent = match ebpf.program_mut("on_cpu_sample").map(|p| p.try_into()) {
+        Some(Ok(program)) => program,
+        _ => return Tried::Fails("internal: on_cpu_sample missing from the eBPF object".into()),
+    };
+    if let Err(error) = program.load() {
+        return Tried::Fails(tidy_reason(&one_line(&error)));
+    }
+    // SAFETY: sched_getcpu takes no arguments and only returns a number.
+    let cpu = u32::try_from(unsafe { libc::sched_getcpu() }).unwrap_or(0);
+    match program.attach(
+        PerfEventConfig::Software(SoftwareEvent::CpuClock),
+        PerfEventScope::AllProcessesOneCpu { cpu },
+        SamplePolicy::Frequency(99),
+        false,
+    ) {
+        Ok(_) => Tried::Works(format!("cpu-clock sampling attached on CPU {cpu}")),
+        Err(error) => Tried::Fails(tidy_reason(&one_line(&error))),
+    }
+}
+
+fn task_storage() -> Tried {
+    match aya::sys::is_map_supported(MapType::TaskStorage) {
+        Ok(true) => Tried::Works("a task-storage map can be created".into()),
+        Ok(false) => Tried::Fails(
+            "the kernel refuses BPF_MAP_TYPE_TASK_STORAGE (it needs Linux 5.11+)".into(),
+        ),
+        Err(error) => Tried::Fails(one_line(&error)),
+    }
+}
+
+/// A kprobe.multi or kprobe.session link on `symbol`, created and closed.
+fn kprobe_link(attach_type: u32, symbol: Option<&str>) -> Tried {
+    let Some(symbol) = symbol.and_then(|s| CString::new(s).ok()) else {
+        return Tried::NotTried("no getpid function found in /proc/kallsyms".into());
+    };
+    match multi::try_link(attach_type, &symbol) {
+        Ok(()) => Tried::Works(format!("link created on {}", symbol.to_string_lossy())),
+        Err(error) => Tried::Fails(error.to_string()),
+    }
+}
