@@ -1281,6 +1281,7 @@ hotprof sample --inside generic_perform_write --folded /out/inside.folded -- tmp
 cat /out/inside.txt
 bad() { "$@" 2>/out/bad_err.txt >/dev/null; echo "bad_rc=$? lines=$(wc -l </out/bad_err.txt) $(cat /out/bad_err.txt)"; }
 bad hotprof --fn 'vfs_read*' --children shmem_write_begin -- true
+bad hotprof --fn 'vfs_*' --max-functions 3 -- true
 true
 "#,
     )?;
@@ -1353,6 +1354,11 @@ true
     ensure!(
         left_out > 0,
         "no sample of the workload fell outside the function: the filter went untested"
+    );
+    let lines = guest.lines_containing("more than --max-functions 3");
+    ensure!(
+        lines.len() == 1 && lines[0].contains(" lines=1 ") && !lines[0].starts_with("bad_rc=0 "),
+        "a glob past --max-functions is not one line and a failing exit: {lines:?}"
     );
     let lines = guest.lines_containing("--children times functions inside one parent");
     ensure!(

@@ -13,6 +13,9 @@ use crate::model::{ByError, ByField, FilterError, FilterExpr, KeySpec};
 use crate::session::{FilterSpec, ProbeSpec};
 use crate::units::parse_duration;
 
+/// Functions `--fn` may match unless `--max-functions` says otherwise.
+pub const DEFAULT_MAX_FUNCTIONS: usize = 1000;
+
 /// Distinct stacks kept in the kernel unless `--stack-map-size` says otherwise.
 pub const DEFAULT_STACK_MAP_SIZE: u32 = 16384;
 
@@ -44,6 +47,11 @@ pub struct ProbeArgs {
     /// has hundreds).
     #[arg(long, value_name = "GLOB")]
     pub callers: Option<String>,
+
+    /// Most functions the --fn globs may match: each is a probe pair attached one at a time,
+    /// so thousands take minutes.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_FUNCTIONS)]
+    pub max_functions: usize,
 
     /// Time the functions matching GLOB only while the --fn function is open on the same task,
     /// and report the "where inside it" table: calls per call, share of its time (self time,
@@ -139,6 +147,7 @@ impl ProbeArgs {
             calibrate: !self.no_calibrate,
             callers: self.callers.clone(),
             children: self.children.clone(),
+            max_functions: self.max_functions,
             by: KeySpec::new(self.by.clone())?,
             max_keys: self.max_keys,
             condition: self.condition.clone(),

@@ -173,6 +173,8 @@ pub async fn collect(args: &SampleArgs) -> anyhow::Result<Samples> {
             let spec = SessionSpec {
                 probe: ProbeSpec {
                     functions: vec![function.clone()],
+                    // Any frame of the functions it names counts as inside.
+                    max_functions: usize::MAX,
                     filter: FilterSpec {
                         pids: pids.clone(),
                         ..FilterSpec::default()
