@@ -390,9 +390,14 @@ pub fn stack_frames(ebpf: &Ebpf, id: i32) -> Vec<u64> {
     let Some(map) = ebpf.map(names::STACKS) else {
         return Vec::new();
     };
-    let Ok(traces) = StackTraceMap::try_from(map) else {
-        return Vec::new();
-    };
+    match StackTraceMap::try_from(map) {
+        Ok(traces) => frames_of(&traces, id),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// The frames of stack `id` (negative: not captured), innermost first.
+fn frames_of(traces: &StackTraceMap<&MapData>, id: i32) -> Vec<u64> {
     if id < 0 {
         return Vec::new();
     }
@@ -436,15 +441,7 @@ pub fn resolve_stacks(
     use anyhow::Context as _;
     let traces: StackTraceMap<&MapData> =
         StackTraceMap::try_from(ebpf.map(names::STACKS).context("STACKS map missing")?)?;
-    let frames = |id: i32| -> Vec<u64> {
-        if id < 0 {
-            return Vec::new();
-        }
-        traces
-            .get(&(id as u32), 0)
-            .map(|trace| trace.frames().iter().map(|f| f.ip).collect())
-            .unwrap_or_default()
-    };
+    let frames = |id: i32| frames_of(&traces, id);
     let mut stacks = Vec::new();
     for entry in entries {
         let (key, per_cpu) = entry.context("reading stack aggregates")?;
