@@ -109,6 +109,7 @@ pub fn render_recording(recording: &Recording, flamegraph: Option<&[u8]>) -> Str
         );
         body.push_str(&callers_table(function));
         body.push_str(&keys_table(function, &fields));
+        body.push_str(&slowest_table(function, &fields));
     }
 
     body.push_str("<h2>Losses</h2>\n<p class=\"note\">Everything the probes could not time (see docs/json-schema.md).</p>\n");
@@ -185,6 +186,47 @@ fn keys_table(function: &FunctionRecord, fields: &[String]) -> String {
         p99_ns: key.p99_ns,
     });
     breakdown_table(function, "keys", &header, rows.collect(), "keys")
+}
+
+/// `--slowest`: one row per kept call (duration, when, off-CPU part, CPU, task, the `--by`
+/// fields), its innermost kernel frames below; every recorded text escaped.
+fn slowest_table(function: &FunctionRecord, fields: &[String]) -> String {
+    if function.slowest.is_empty() {
+        return String::new();
+    }
+    let mut html = String::from(
+        "<div class=\"scroll\"><table class=\"slowest\"><tr><th class=\"num\">duration</th><th class=\"num\">at</th><th class=\"num\">off-CPU</th><th class=\"num\">cpu</th><th>task</th>",
+    );
+    for field in fields {
+        let _ = write!(html, "<th>{}</th>", escape(field));
+    }
+    html.push_str("<th>kernel stack (innermost first)</th></tr>");
+    for call in &function.slowest {
+        let _ = write!(
+            html,
+            "<tr><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"code\">{} {}/{}</td>",
+            ns(call.duration_ns as f64),
+            ns(call.at_ns as f64),
+            call.off_cpu_ns
+                .map_or_else(String::new, |off| ns(off as f64)),
+            call.cpu,
+            escape(&call.comm),
+            call.pid,
+            call.tid
+        );
+        for column in 0..fields.len() {
+            let value = call.key.get(column).map_or("", String::as_str);
+            let _ = write!(html, "<td class=\"code\">{}</td>", escape(value));
+        }
+        let frames: Vec<String> = call.stack.iter().take(8).map(|f| escape(f)).collect();
+        let _ = write!(
+            html,
+            "<td class=\"code\">{}</td></tr>",
+            frames.join(" &larr; ")
+        );
+    }
+    html.push_str("</table></div>\n");
+    html
 }
 
 /// One row of a breakdown table: its label cells and its calls.
@@ -345,6 +387,39 @@ mod tests {
     fn keys_table_of(html: &str) -> &str {
         let table = &html[html.find("<table class=\"keys\">").expect("keys table")..];
         &table[..table.find("</table>").unwrap()]
+    }
+
+    #[test]
+    fn the_slowest_calls_get_a_row_each_with_escaped_task_and_stack() {
+        let mut recording = recording("do_nanosleep", &[1_000, 2_000, 300_000_000]);
+        assert!(!render_recording(&recording, None).contains("class=\"slowest\""));
+        recording.by = vec!["pid".into()];
+        recording.functions[0].slowest = vec![crate::model::SlowCallRecord {
+            at_ns: 1_500_000_000,
+            duration_ns: 300_000_000,
+            off_cpu_ns: Some(299_000_000),
+            cpu: 1,
+            pid: 42,
+            tid: 43,
+            comm: "<sleeper>".into(),
+            key: vec!["42".into()],
+            stack: vec!["do_nanosleep".into(), "hrtimer_nanosleep".into()],
+        }];
+        let html = render_recording(&recording, None);
+        let table = &html[html
+            .find("<table class=\"slowest\">")
+            .expect("slowest table")..];
+        let table = &table[..table.find("</table>").unwrap()];
+        assert!(table.contains("&lt;sleeper&gt; 42/43"), "{table}");
+        assert!(
+            table.contains("do_nanosleep &larr; hrtimer_nanosleep"),
+            "{table}"
+        );
+        assert!(
+            table.contains("<th>pid</th>") && table.contains(">42<"),
+            "{table}"
+        );
+        assert_eq!(table.matches("<tr>").count(), 2, "{table}");
     }
 
     #[test]
