@@ -2,16 +2,18 @@
 //!
 //! hotprof's probes need kprobes/fentry, which the host kernel may lack, so everything that
 //! touches the kernel runs in a qemu guest booting a real Debian kernel. This crate installs
-//! what that needs (`setup`), builds the guest binaries (`build`), fetches kernels (`kernels`),
-//! runs commands in a guest (`vm`), runs the whole test suite (`test`), benchmarks the probes' cost
-//! (`bench`) and shows hotprof off (`demo`).
+//! what that needs (`setup`), builds the guest binaries (`build`) and the release artifacts
+//! (`dist`), fetches kernels (`kernels`), runs commands in a guest (`vm`), runs the whole test
+//! suite (`test`), benchmarks the probes' cost (`bench`) and shows hotprof off (`demo`).
 
 mod apt_state;
 mod bench;
 mod build;
+mod dist;
 mod doctor_scenario;
 mod fuzz;
 mod host;
+mod host_deb;
 mod initramfs;
 mod kernels;
 mod scenarios;
@@ -50,6 +52,10 @@ enum Task {
     Setup,
     /// Build hotprof and the workloads as static binaries for the VM guest.
     Build,
+    /// Release artifacts in target/dist: a tarball (static binary, man pages, completions,
+    /// systemd unit, license, README), a .deb checked with lintian, and SHA256SUMS.
+    /// Reproducible: every timestamp is SOURCE_DATE_EPOCH (default: the last commit's time).
+    Dist,
     /// Fetch the newest guest kernels into target/kernels (done on demand by `vm` and `test`).
     Kernels {
         /// Only this kernel (default: all).
@@ -104,6 +110,9 @@ fn main() -> ExitCode {
         Task::Setup => setup::run_all().map(|()| ExitCode::SUCCESS),
         Task::Build => setup::run_all()
             .and_then(|()| build::build_guest())
+            .map(|_| ExitCode::SUCCESS),
+        Task::Dist => setup::run_all()
+            .and_then(|()| dist::dist())
             .map(|_| ExitCode::SUCCESS),
         Task::Kernels { kernel } => fetch_kernels(kernel).map(|()| ExitCode::SUCCESS),
         Task::Vm(args) => vm_command(args),

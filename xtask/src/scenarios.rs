@@ -1019,6 +1019,7 @@ hotprof --fn vfs_write --by arg2:log2 --no-calibrate --json /out/size.json -- sh
 hotprof --fn vfs_write --by arg2 --max-keys 2 --no-calibrate --json /out/few.json -- sh -c 'tmpfs_write /tmp/a 1 && tmpfs_write /tmp/b 1 --chunk 1000' || exit 1
 hotprof --syscall openat --by errno --no-calibrate --json /out/errno_sys.json -- open_loop {FOUND} {MISSING} /tmp || exit 1
 hotprof --fn do_sys_openat2 --by errno,comm --no-calibrate --json /out/errno_fn.json -- open_loop {FOUND} {MISSING} /tmp || exit 1
+hotprof compare /out/errno_fn.json /out/errno_fn.json
 bad() {{ "$@" 2>/out/bad_err.txt >/dev/null; echo "bad_rc=$? lines=$(wc -l </out/bad_err.txt) $(cat /out/bad_err.txt)"; }}
 bad hotprof --fn vfs_write --by size -- true
 bad hotprof --fn vfs_write --by arg7 -- true
@@ -1140,6 +1141,13 @@ true
         );
     }
 
+    // compare shows the key values as rows of their own.
+    ensure!(
+        guest.lines_containing("by errno, comm").len() == 1
+            && !guest.lines_containing("ENOENT open_loop").is_empty(),
+        "compare of two keyed recordings shows no per-key rows"
+    );
+
     for expected in [
         "unknown --by key `size`",
         "--by arg7: functions take their arguments in registers 0..5",
@@ -1170,6 +1178,8 @@ fn slowest_and_filter(ctx: &mut Ctx) -> Result<()> {
 hotprof --fn do_nanosleep --slowest 3 --off-cpu --json /out/slow.json -- sh -c 'sleeper 20 2000 && sleeper 1 300000 && sleeper 20 2000' || exit 1
 hotprof --fn vfs_write --filter 'arg2>=4096' --no-calibrate --json /out/big.json -- sh -c 'tmpfs_write /tmp/a 1 && tmpfs_write /tmp/b 1 --chunk 1000' || exit 1
 hotprof --fn do_sys_openat2 --filter 'errno==ENOENT && comm==open_loop' --no-calibrate --json /out/failed.json -- open_loop {FOUND} {MISSING} /tmp || exit 1
+hotprof --syscall getpid --stacks --user-stacks --folded /out/user.folded --no-calibrate -- syscall_lat 3000 > /dev/null || exit 1
+hotprof --fn vfs_write --stacks --folded /out/kernel.folded --no-calibrate -- tmpfs_write /tmp/k 1 > /dev/null || exit 1
 bad() {{ "$@" 2>/out/bad_err.txt >/dev/null; echo "bad_rc=$? lines=$(wc -l </out/bad_err.txt) $(cat /out/bad_err.txt)"; }}
 bad hotprof --fn vfs_write --filter 'arg2>=4x' -- true
 true
@@ -1255,6 +1265,60 @@ true
         "--filter errno==ENOENT: {count} recorded and {not_matched} not matched, want \
          {MISSING} and {} (the found opens and the runtime's one)",
         FOUND + 1
+    );
+
+    // Stacks start at what was probed: no BPF, trampoline or tracepoint-path frame; and the
+    // workload's user frames are named although it exited before the report was made.
+    let probe_frame = |frame: &str| {
+        [
+            "0x",
+            "bpf_",
+            "perf_syscall",
+            "syscall_trace_enter",
+            "perf_trace",
+        ]
+        .iter()
+        .any(|p| frame.starts_with(p))
+    };
+    for file in ["user.folded", "kernel.folded"] {
+        let text = fs::read_to_string(guest.outcome.out_dir.join(file))
+            .with_context(|| format!("no /out/{file}"))?;
+        ensure!(!text.trim().is_empty(), "{file} is empty");
+        for line in text.lines() {
+            let (stack, _) = line
+                .rsplit_once(' ')
+                .context("a folded line without a count")?;
+            ensure!(
+                !stack.split(';').any(probe_frame),
+                "{file}: a stack holds a probe frame: {line}"
+            );
+            if file == "kernel.folded" {
+                ensure!(
+                    stack.ends_with(";vfs_write_[k]"),
+                    "{file}: a stack does not end at the probed function: {line}"
+                );
+            }
+        }
+    }
+    let user = fs::read_to_string(guest.outcome.out_dir.join("user.folded"))?;
+    let (mut named, mut all) = (0u64, 0u64);
+    for line in user.lines().filter(|l| l.starts_with("syscall_lat")) {
+        let (stack, count) = line
+            .rsplit_once(' ')
+            .context("a folded line without a count")?;
+        let count: u64 = count.parse()?;
+        all += count;
+        if stack
+            .split(';')
+            .skip(1)
+            .any(|f| !f.ends_with("_[k]") && f != "[unknown]" && !f.contains("+0x"))
+        {
+            named += count;
+        }
+    }
+    ensure!(
+        all > 0 && named * 10 >= all * 9,
+        "only {named} of syscall_lat's {all} getpid calls have a named user frame after it exited"
     );
 
     let lines = guest.lines_containing("bad value `4x`");

@@ -17,7 +17,8 @@ use crate::util::{self, cargo_bin_dir, is_root, output, run, step};
 /// the Python client's OpenMetrics parser), `go tool pprof`, and headless Chromium. The
 /// completion and man page tests run bash, fish and zsh and render with man-db/groff;
 /// rt-tests is the real `hackbench` the README's syscall-latency recipe runs;
-/// `systemd-analyze` (systemd) and `setpriv` (util-linux) check the exporter's unit file.
+/// `systemd-analyze` (systemd) and `setpriv` (util-linux) check the exporter's unit file;
+/// `dist` strips the release binary (binutils) and checks its .deb with lintian.
 pub const APT_PACKAGES: &[&str] = &[
     "qemu-system-x86",
     "llvm-22-dev",
@@ -39,6 +40,8 @@ pub const APT_PACKAGES: &[&str] = &[
     "rt-tests",
     "systemd",
     "util-linux",
+    "binutils",
+    "lintian",
 ];
 
 /// bpf-linker releases that build against LLVM 22.

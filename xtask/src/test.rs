@@ -14,6 +14,7 @@ use clap::Args;
 use crate::build;
 use crate::fuzz;
 use crate::host;
+use crate::host_deb;
 use crate::kernels::{self, Kernel};
 use crate::scenarios::{Ctx, SCENARIOS, Scenario};
 use crate::setup;
@@ -113,6 +114,11 @@ const HOST_CHECKS: &[HostCheck] = &[
         name: "systemd_unit",
         about: "contrib/hotprof-exporter.service: systemd-analyze verify; serves under its caps",
         run: host::systemd_unit,
+    },
+    HostCheck {
+        name: "host_deb",
+        about: "cargo xtask dist's .deb: installs, works (exact getpid count), removes cleanly",
+        run: host_deb::install_use_remove,
     },
 ];
 
