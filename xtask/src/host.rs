@@ -23,30 +23,41 @@ fn output(command: &mut Command) -> Result<Output> {
 /// `--syscall getpid` uses the syscall tracepoints, so it works here, and counts exactly the
 /// workload's calls.
 pub fn syscall_exact() -> Result<()> {
-    const CALLS: u64 = 20_000;
     let (hotprof, syscall_lat) = binaries()?;
-    let json = std::env::temp_dir().join(format!("hotprof-host-{}.json", std::process::id()));
+    getpid_count_is_exact(&hotprof, &syscall_lat, 20_000)
+}
+
+/// `HOTPROF --syscall getpid -- SYSCALL_LAT CALLS` counts exactly `CALLS`.
+pub fn getpid_count_is_exact(
+    hotprof: &std::path::Path,
+    syscall_lat: &std::path::Path,
+    calls: u64,
+) -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let json = dir.path().join("getpid.json");
     let out = output(
-        Command::new(&hotprof)
+        Command::new(hotprof)
             .args(["--syscall", "getpid", "--json"])
             .arg(&json)
             .arg("--")
-            .arg(&syscall_lat)
-            .arg(CALLS.to_string()),
+            .arg(syscall_lat)
+            .arg(calls.to_string()),
     )?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
     ensure!(
         out.status.success(),
-        "hotprof --syscall getpid failed: {stderr}"
+        "{} --syscall getpid failed: {}",
+        hotprof.display(),
+        String::from_utf8_lossy(&out.stderr)
     );
-    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json)?)?;
-    let _ = std::fs::remove_file(&json);
+    let report: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(&json).context("hotprof --syscall getpid wrote no JSON")?,
+    )?;
     let count = report["functions"][0]["count"]
         .as_u64()
         .context("no count")?;
     ensure!(
-        count == CALLS,
-        "--syscall getpid counted {count} calls, want exactly {CALLS}"
+        count == calls,
+        "--syscall getpid counted {count} calls, want exactly {calls}"
     );
     Ok(())
 }

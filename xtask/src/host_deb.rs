@@ -5,10 +5,11 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Result, bail, ensure};
 
 use crate::build;
 use crate::dist;
+use crate::host;
 use crate::util::{self, is_root, output, run};
 
 const PACKAGE: &str = "hotprof";
@@ -176,32 +177,8 @@ pub fn install_use_remove() -> Result<()> {
 /// built with hotprof (the guest build).
 fn syscall_exact() -> Result<()> {
     let syscall_lat = build::guest_bin_dir().join("syscall_lat");
-    let dir = tempfile::tempdir()?;
-    let json = dir.path().join("getpid.json");
-    let out = output(
-        Command::new("/usr/bin/hotprof")
-            .args(["--syscall", "getpid", "--json"])
-            .arg(&json)
-            .arg("--")
-            .arg(&syscall_lat)
-            .arg(CALLS.to_string()),
-    )?;
-    ensure!(
-        out.status.success(),
-        "hotprof --syscall getpid failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(&json).context("hotprof --syscall getpid wrote no JSON")?,
-    )?;
-    let count = report["functions"][0]["count"]
-        .as_u64()
-        .context("no count")?;
-    ensure!(
-        count == CALLS,
-        "--syscall getpid counted {count} calls, want exactly {CALLS}"
-    );
-    println!("  /usr/bin/hotprof --syscall getpid -- syscall_lat {CALLS}: exactly {count} calls");
+    host::getpid_count_is_exact(Path::new("/usr/bin/hotprof"), &syscall_lat, CALLS)?;
+    println!("  /usr/bin/hotprof --syscall getpid -- syscall_lat {CALLS}: exactly {CALLS} calls");
     Ok(())
 }
 
