@@ -2,9 +2,13 @@
 //!
 //! The probe pair is attached to the getpid path of hotprof's own process, then N getpid
 //! system calls are timed with and without it (best of several rounds each, alternating
-//! nothing else). The difference per call is what one entry + return costs: the trap or
-//! trampoline, both programs and their map updates. It is included in every duration hotprof
-//! reports, so it is printed beside them.
+//! nothing else). The difference per call is what one entry + return costs the traced
+//! program: the trap or trampoline, both programs and their map updates, with the run's
+//! stacks, `--by` keys and `--slowest`. Only part of it lies inside the durations hotprof
+//! reports: the entry program takes its timestamp last and the return program first, so
+//! what is inside is the way from the entry timestamp into the function (the rest of the
+//! trampoline or kprobe return path) and from its return to the exit timestamp. That part is
+//! not measured separately yet.
 
 use std::time::Instant;
 
@@ -90,16 +94,25 @@ fn getpid_call_site(kernel: &KernelFunctions) -> Result<CallSite, CalibrationErr
 }
 
 /// Measures the per-call overhead of `mode` with the object whose per-task state is in
-/// `store` (the run's); an error saying why when it cannot.
+/// `store` (the run's), with what the run's probes do per call (`run`: stacks, `--by`
+/// keys, `--slowest`); an error saying why when it cannot. Not its `--filter`, under which
+/// the calibration calls might not count, nor `--off-cpu`, whose cost is paid at context
+/// switches rather than per call.
 pub fn measure(
     mode: AttachedMode,
     store: TaskStore,
     kernel: Option<&KernelFunctions>,
+    run: &ProbeConfig,
 ) -> Result<Overhead, CalibrationError> {
     let baseline_before = best_of_rounds();
     let config = ProbeConfig {
         functions: 1,
         filter_tgids: true,
+        capture_stacks: run.capture_stacks,
+        stack_map_size: run.stack_map_size,
+        by: run.by,
+        max_keys: run.max_keys,
+        slowest: run.slowest,
         ..Default::default()
     };
     let mut ebpf = attach::load_object(&config, store).map_err(CalibrationError::Load)?;

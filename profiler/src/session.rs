@@ -435,7 +435,7 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
     };
     attach::attach_tracking(&mut ebpf, task_store, spec.off_cpu, follow)?;
     let overhead = if probe.calibrate {
-        match crate::calibrate::measure(mode, task_store, kernel.as_ref()) {
+        match crate::calibrate::measure(mode, task_store, kernel.as_ref(), &config) {
             Ok(overhead) => Some(overhead.per_call_ns),
             Err(reason) => {
                 eprintln!("hotprof: note: probe overhead not calibrated: {reason}");
