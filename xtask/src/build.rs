@@ -80,6 +80,9 @@ pub fn build_guest_with_examples(examples: &[&str]) -> Result<GuestBinaries> {
         }
     }
     run(&mut build).context("could not build the guest binaries")?;
+    // The guests run what users get: the binary `cargo xtask dist` packages, stripped.
+    let hotprof = guest_bin_dir().join("hotprof");
+    crate::dist::strip_like_dh_strip(&hotprof, &hotprof)?;
     for example in examples {
         let path = guest_bin_dir().join("examples").join(example);
         if !path.is_file() {
