@@ -329,7 +329,7 @@ fn attach_fentry(
             function: target.symbol.clone(),
             reason,
         };
-        let refused = |e: ProgramError| fail(Reason::of(e, |e| one_line(e)));
+        let refused = |e: ProgramError| fail(fentry_load_reason(e));
         if let Some(reason) = fentry_refusal(target) {
             return Err(fail(reason));
         }
@@ -342,6 +342,35 @@ fn attach_fentry(
         progress.attaching("fentry/fexit pairs", slot + 1, targets.len());
     }
     Ok(())
+}
+
+/// Why an fentry/fexit program did not load or attach, in one line: a verifier that does not
+/// know the helpers `--by` reads arguments, returns and callers with (before 5.17) says so
+/// rather than dumping its log.
+fn fentry_load_reason(error: ProgramError) -> Reason {
+    let lacks_by_helpers = match &error {
+        ProgramError::LoadError { verifier_log, .. } => {
+            let log = verifier_log.to_string();
+            [
+                bpf_func_id::BPF_FUNC_get_func_arg,
+                bpf_func_id::BPF_FUNC_get_func_ret,
+                bpf_func_id::BPF_FUNC_get_func_arg_cnt,
+                bpf_func_id::BPF_FUNC_get_func_ip,
+            ]
+            .into_iter()
+            .any(|helper| refuses_helper(&log, helper))
+        }
+        _ => false,
+    };
+    if lacks_by_helpers {
+        Reason::of(error, |_| {
+            "this kernel's fentry programs cannot read arguments, returns or callers \
+             (bpf_get_func_arg/_ret, Linux 5.17), which this --by or --filter needs"
+                .into()
+        })
+    } else {
+        Reason::of(error, |e| one_line(e))
+    }
 }
 
 /// Why fentry is refused for `target` before trying: ftrace does not list it, so there is no
@@ -481,7 +510,13 @@ fn shared_kprobe_error(
 /// 5.15 it is past the kernel's last helper (`invalid func unknown#173`), and a kernel that
 /// knows it but not for this program type says `unknown func bpf_get_func_ip#173`.
 fn refuses_func_ip(verifier_log: &str) -> bool {
-    let helper = format!("#{}", bpf_func_id::BPF_FUNC_get_func_ip as u32);
+    refuses_helper(verifier_log, bpf_func_id::BPF_FUNC_get_func_ip)
+}
+
+/// Whether a verifier log says the kernel does not know `helper` for this program, as
+/// [`refuses_func_ip`] reads it.
+fn refuses_helper(verifier_log: &str, helper: bpf_func_id) -> bool {
+    let helper = format!("#{}", helper as u32);
     verifier_log.lines().any(|line| {
         let line = line.trim();
         (line.starts_with("invalid func ") || line.starts_with("unknown func "))
@@ -727,6 +762,10 @@ mod tests {
         assert!(refuses_func_ip("unknown func bpf_get_func_ip#173\n"));
         // Another helper, or another reason altogether.
         assert!(!refuses_func_ip("invalid func unknown#174\n"));
+        // 5.10's fentry program with `--by arg2`: bpf_get_func_arg is helper 183.
+        let by_5_10 = "1216: (85) call unknown#183\ninvalid func unknown#183\n";
+        assert!(refuses_helper(by_5_10, bpf_func_id::BPF_FUNC_get_func_arg));
+        assert!(!refuses_helper(by_5_10, bpf_func_id::BPF_FUNC_get_func_ret));
         assert!(!refuses_func_ip("invalid func unknown#1730\n"));
         assert!(!refuses_func_ip("R1 invalid mem access 'scalar'\n"));
         assert!(!refuses_func_ip(""));
