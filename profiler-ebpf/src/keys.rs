@@ -78,13 +78,12 @@ pub(crate) fn at_entry<C: EntryContext>(ctx: &C) -> [u64; BY_FIELDS_MAX] {
 
 #[inline(always)]
 pub(crate) fn entry_field<C: EntryContext>(ctx: &C, code: u8) -> u64 {
-    let pid_tgid = bpf_get_current_pid_tgid();
     match code {
         field::CALLER => ctx.caller(),
         // SAFETY: the helper takes no arguments and touches no memory.
         field::CPU => u64::from(unsafe { bpf_get_smp_processor_id() }),
-        field::PID => pid_tgid >> 32,
-        field::TID => pid_tgid & 0xffff_ffff,
+        field::PID => bpf_get_current_pid_tgid() >> 32,
+        field::TID => bpf_get_current_pid_tgid() & 0xffff_ffff,
         // SAFETY: the helper takes no arguments and touches no memory.
         field::CGROUP => unsafe { bpf_get_current_cgroup_id() },
         _ if code & field::KIND == field::ARG => ctx.arg(code & field::ARG_INDEX),

@@ -765,36 +765,31 @@ impl Session<'_> {
     /// A recording of `snapshot` (cumulative or one run's delta) over `elapsed`.
     pub fn recording(&self, snapshot: &Snapshot, elapsed: Duration) -> Recording {
         let mut functions = Vec::new();
-        let mut slots = self
-            .probed
-            .iter()
-            .zip(&snapshot.functions)
-            .enumerate()
-            .peekable();
-        while let Some((first, (probed, totals))) = slots.next() {
-            let Some(site) = &probed.site else {
-                let mut record = self.function(probed, totals);
-                self.add_keys(&mut record, snapshot, first..first + 1);
+        for slots in self.function_slots() {
+            let end = slots.end.min(snapshot.functions.len());
+            if slots.start >= end {
+                break;
+            }
+            let slots = slots.start..end;
+            let probed = &self.probed[slots.start];
+            let totals = &snapshot.functions[slots.clone()];
+            if probed.site.is_none() {
+                let mut record = self.function(probed, &totals[0]);
+                self.add_keys(&mut record, snapshot, slots);
                 functions.push(record);
                 continue;
-            };
-            // The function's other call sites follow: one record for all, one row each.
-            let mut all = totals.clone();
-            let mut sites = vec![(site, totals)];
-            let mut last = first;
-            while let Some((index, (next, more))) =
-                slots.next_if(|(_, (next, _))| next.site.is_some() && next.symbol == probed.symbol)
-            {
-                all.absorb(more);
-                sites.extend(next.site.as_ref().map(|site| (site, more)));
-                last = index;
             }
+            // A function's call sites: one record for all, one row each.
+            let mut all = totals[0].clone();
+            totals[1..].iter().for_each(|more| all.absorb(more));
             let mut record = self.function(probed, &all);
-            self.add_keys(&mut record, snapshot, first..last + 1);
-            record.callers = sites
-                .into_iter()
-                .map(|(site, totals)| {
-                    CallerRecord::of(site.clone(), &self.function(probed, totals))
+            self.add_keys(&mut record, snapshot, slots.clone());
+            record.callers = self.probed[slots]
+                .iter()
+                .zip(totals)
+                .filter_map(|(slot, totals)| {
+                    let site = slot.site.clone()?;
+                    Some(CallerRecord::of(site, &self.function(probed, totals)))
                 })
                 .collect();
             record
@@ -945,23 +940,30 @@ impl Session<'_> {
         }
     }
 
-    /// The index in `recording.functions` of each slot's function (a function's call sites
-    /// are one record).
-    fn function_of_slots(&self) -> Vec<usize> {
-        let mut indices = Vec::with_capacity(self.probed.len());
+    /// The slots of each function of a recording, in order: one slot, or a function's
+    /// consecutive call sites (one record for all of them).
+    fn function_slots(&self) -> Vec<std::ops::Range<usize>> {
+        let mut functions: Vec<std::ops::Range<usize>> = Vec::new();
         for (slot, probed) in self.probed.iter().enumerate() {
-            let same_function = slot > 0
+            let joins_previous = slot > 0
                 && probed.site.is_some()
                 && self.probed[slot - 1].site.is_some()
                 && self.probed[slot - 1].symbol == probed.symbol;
-            let index = match indices.last() {
-                Some(&last) if same_function => last,
-                Some(&last) => last + 1,
-                None => 0,
-            };
-            indices.push(index);
+            match functions.last_mut() {
+                Some(last) if joins_previous => last.end = slot + 1,
+                _ => functions.push(slot..slot + 1),
+            }
         }
-        indices
+        functions
+    }
+
+    /// The index in `recording.functions` of each slot's function.
+    fn function_of_slots(&self) -> Vec<usize> {
+        self.function_slots()
+            .into_iter()
+            .enumerate()
+            .flat_map(|(index, slots)| slots.map(move |_| index))
+            .collect()
     }
 
     fn function(&self, probed: &Probed, totals: &FunctionTotals) -> FunctionRecord {
