@@ -160,7 +160,97 @@ fn build() -> anyhow::Result<()> {
         root_dir,
         ..Default::default()
     };
-    aya_build::build_ebpf([package], aya_build::Toolchain::default())
+    aya_build::build_ebpf([package], aya_build::Toolchain::default())?;
+    let out_dir = PathBuf::from(env::var_os("OUT_DIR").context("OUT_DIR is not set")?);
+    for object in ["profiler", "profiler-compat"] {
+        slim_object(&out_dir.join(object))?;
+    }
+    Ok(())
+}
+
+/// Drops what the loader never needs from an eBPF object: the DWARF bpf-linker made the BTF
+/// from (15 of its 23 MB) and the BTF line info (2 MB of `.BTF.ext`, with as much again in
+/// relocations), which only annotates verifier logs with source lines. aya 0.14 copies a
+/// section's whole line info once per program in it, so with 64 programs per section that
+/// copying was 40 % of hotprof's start-up. The BTF types and function info stay.
+fn slim_object(path: &Path) -> anyhow::Result<()> {
+    let objcopy = llvm_objcopy()?;
+    let ext = path.with_extension("btf-ext");
+    let run = |args: &[&std::ffi::OsStr]| -> anyhow::Result<()> {
+        let status = Command::new(&objcopy)
+            .args(args)
+            .status()
+            .with_context(|| format!("cannot run {}", objcopy.display()))?;
+        if !status.success() {
+            bail!("{} {args:?} failed: {status}", objcopy.display());
+        }
+        Ok(())
+    };
+    let mut dump = std::ffi::OsString::from(".BTF.ext=");
+    dump.push(&ext);
+    run(&[
+        "--strip-debug".as_ref(),
+        "--remove-section=.rel.BTF.ext".as_ref(),
+        "--dump-section".as_ref(),
+        &dump,
+        path.as_os_str(),
+    ])?;
+    let section = std::fs::read(&ext).with_context(|| format!("cannot read {}", ext.display()))?;
+    std::fs::write(&ext, without_line_info(&section)?)
+        .with_context(|| format!("cannot write {}", ext.display()))?;
+    let mut update = std::ffi::OsString::from(".BTF.ext=");
+    update.push(&ext);
+    run(&["--update-section".as_ref(), &update, path.as_os_str()])?;
+    std::fs::remove_file(&ext).with_context(|| format!("cannot remove {}", ext.display()))
+}
+
+/// The `llvm-objcopy` of the LLVM bpf-linker links against (any recent one reads BPF ELF).
+fn llvm_objcopy() -> anyhow::Result<PathBuf> {
+    let candidates = [
+        "/usr/lib/llvm-22/bin/llvm-objcopy",
+        "/usr/bin/llvm-objcopy-22",
+        "/usr/bin/llvm-objcopy",
+    ];
+    candidates
+        .iter()
+        .map(PathBuf::from)
+        .find(|path| path.is_file())
+        .with_context(|| {
+            format!(
+                "no llvm-objcopy (looked for {candidates:?}): `cargo xtask setup` installs llvm-22"
+            )
+        })
+}
+
+/// A `.BTF.ext` section (header, function info, line info, CO-RE relocations) without its
+/// line info. The header's offsets count from its end; the function info stays where it is.
+fn without_line_info(section: &[u8]) -> anyhow::Result<Vec<u8>> {
+    let word = |at: usize| -> anyhow::Result<u32> {
+        let bytes = section.get(at..at + 4).context(".BTF.ext is truncated")?;
+        Ok(u32::from_le_bytes(bytes.try_into().expect("4 bytes")))
+    };
+    if section.get(..2) != Some(&0xeb9f_u16.to_le_bytes()[..]) {
+        bail!(".BTF.ext has no BTF magic");
+    }
+    let header_len = word(4)? as usize;
+    let (func_off, func_len) = (word(8)? as usize, word(12)? as usize);
+    let core_relo_len = if header_len >= 32 { word(28)? } else { 0 };
+    if core_relo_len != 0 {
+        // Not produced by our programs; keeping it would need moving it too.
+        bail!(".BTF.ext has CO-RE relocations");
+    }
+    let func_end = header_len + func_off + func_len;
+    let mut out = section
+        .get(..func_end)
+        .context(".BTF.ext function info is truncated")?
+        .to_vec();
+    let after_funcs = (func_off + func_len) as u32;
+    out[16..20].copy_from_slice(&after_funcs.to_le_bytes()); // line_info_off
+    out[20..24].copy_from_slice(&0u32.to_le_bytes()); // line_info_len
+    if header_len >= 32 {
+        out[24..28].copy_from_slice(&after_funcs.to_le_bytes()); // core_relo_off
+    }
+    Ok(out)
 }
 
 /// A cargo status line ("   Compiling aya-ebpf v0.2.1", "    Finished `release` …"): the

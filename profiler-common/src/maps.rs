@@ -27,6 +27,11 @@ impl StackCapture {
     }
 }
 
+/// The stack id a frame holds when `--stacks-every N` did not draw its call for a walk: not
+/// an error (those are negative errnos, -4095..=-1), so the call is neither added to the
+/// per-stack totals nor counted as a lost stack.
+pub const STACK_NOT_SAMPLED: i32 = i32::MIN;
+
 /// Highest function id a single fentry/fexit program slot can carry (one program pair per
 /// function, because fentry programs are bound to their target at load time).
 pub const FENTRY_SLOTS: u32 = 64;
@@ -58,7 +63,8 @@ pub struct Frame {
     pub child_ns: u64,
     /// Index of the probed function in hotprof's target table.
     pub func: u32,
-    /// Stack ids in the `STACKS` map captured at entry (`--stacks`), or negative errno.
+    /// Stack ids in the `STACKS` map captured at entry (`--stacks`), or negative errno, or
+    /// [`STACK_NOT_SAMPLED`].
     pub kernel_stack: i32,
     pub user_stack: i32,
     /// `FRAME_*` flags.

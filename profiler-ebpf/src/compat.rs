@@ -11,6 +11,7 @@ mod filter;
 mod frames;
 mod keys;
 mod probes;
+mod raw_syscalls;
 mod sample;
 mod slowest;
 #[path = "store/hash_map.rs"]

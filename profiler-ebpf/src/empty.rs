@@ -8,17 +8,29 @@
 //!   What hotprof (or bpftrace) costs above the floor is its own; what the floor costs above
 //!   the empty pair, every tool that times each call pays.
 //!
+//! The raw syscall tracepoints (`raw_syscalls:sys_enter`/`sys_exit`) run for every syscall:
+//! their empty pair is the mechanism alone; their floor also finds the traced syscall by
+//! number (`RAW_SYSCALL_SLOTS`, as hotprof's raw programs do), which any tool using them must.
+//! Both are BTF tracepoints, as hotprof's own pair in this object (the number at exit is a
+//! direct load of `regs->orig_ax`).
+//!
 //! Minimum kernels: the empty pairs as their mechanism (kprobe 4.1, fentry/fexit 5.5 with
-//! BTF, syscall tracepoints 4.7); the floor pairs 5.11 with BTF (task storage).
+//! BTF, syscall tracepoints 4.7, raw tracepoints 4.17); the floor pairs 5.11 with BTF (task
+//! storage).
 
 use aya_ebpf::{
-    macros::{btf_map, fentry, fexit, kprobe, kretprobe, map, tracepoint},
+    bindings::pt_regs,
+    macros::{btf_map, btf_tracepoint, fentry, fexit, kprobe, kretprobe, map, tracepoint},
     maps::PerCpuArray,
-    programs::{FEntryContext, FExitContext, ProbeContext, RetProbeContext, TracePointContext},
+    programs::{
+        BtfTracePointContext, FEntryContext, FExitContext, ProbeContext, RetProbeContext,
+        TracePointContext,
+    },
 };
 use profiler_common::{NUM_BUCKETS, bucket_index};
 
 use crate::frames::now_ns;
+use crate::raw_syscalls::traced_slot;
 use crate::task_storage::TaskStorage;
 
 #[kprobe]
@@ -48,6 +60,16 @@ pub fn empty_sys_enter(_ctx: TracePointContext) -> u32 {
 
 #[tracepoint]
 pub fn empty_sys_exit(_ctx: TracePointContext) -> u32 {
+    0
+}
+
+#[btf_tracepoint(function = "sys_enter")]
+pub fn empty_raw_sys_enter(_ctx: BtfTracePointContext) -> i32 {
+    0
+}
+
+#[btf_tracepoint(function = "sys_exit")]
+pub fn empty_raw_sys_exit(_ctx: BtfTracePointContext) -> i32 {
     0
 }
 
@@ -122,5 +144,25 @@ pub fn floor_sys_enter(_ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn floor_sys_exit(_ctx: TracePointContext) -> u32 {
     floor_leave();
+    0
+}
+
+#[btf_tracepoint(function = "sys_enter")]
+pub fn floor_raw_sys_enter(ctx: BtfTracePointContext) -> i32 {
+    if traced_slot(ctx.arg(1)).is_some() {
+        floor_enter();
+    }
+    0
+}
+
+#[btf_tracepoint(function = "sys_exit")]
+pub fn floor_raw_sys_exit(ctx: BtfTracePointContext) -> i32 {
+    let regs: *const pt_regs = ctx.arg(0);
+    // SAFETY: as in `raw_syscalls_btf::btf_sys_exit`: a typed argument, the load checked
+    // against pt_regs' BTF by the verifier.
+    let nr = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*regs).orig_rax)) };
+    if traced_slot(nr).is_some() {
+        floor_leave();
+    }
     0
 }

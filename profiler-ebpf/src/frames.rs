@@ -4,7 +4,7 @@ use aya_ebpf::{
     bindings::{BPF_F_USER_STACK, BPF_NOEXIST},
     helpers::{
         bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid,
-        bpf_get_smp_processor_id, bpf_ktime_get_ns,
+        bpf_get_prandom_u32, bpf_get_smp_processor_id, bpf_ktime_get_ns,
     },
     macros::map,
     maps::{HashMap, PerCpuArray, PerCpuHashMap, StackTrace},
@@ -12,7 +12,7 @@ use aya_ebpf::{
 };
 use profiler_common::{
     Call, Counter, FRAME_FILTERED_OUT, FRAME_OUTSIDE_PARENT, FuncStats, MAX_DEPTH, NUM_BUCKETS,
-    NUM_COUNTERS, StackCapture, StackKey, StackTotals, bucket_index,
+    NUM_COUNTERS, STACK_NOT_SAMPLED, StackCapture, StackKey, StackTotals, bucket_index,
 };
 
 use crate::filter;
@@ -53,6 +53,9 @@ pub(crate) static TRACK_OFF_CPU: u8 = 0;
 /// A [`StackCapture`] (`--stacks`, `--user-stacks`), as its `u8`.
 #[unsafe(no_mangle)]
 static CAPTURE_STACKS: u8 = StackCapture::None as u8;
+/// `--stacks-every N`: the stacks of a random 1 in N calls are walked (1: every call).
+#[unsafe(no_mangle)]
+static STACK_SAMPLE_EVERY: u32 = 1;
 
 /// Stacks captured at entry (`--stacks`); sized by userspace.
 #[map]
@@ -227,12 +230,20 @@ fn is_child(children: u64, func: u32) -> bool {
     func < 64 && children & (1 << (func & 63)) != 0
 }
 
-/// Stack ids for the current call, per `CAPTURE_STACKS`; -1 where not captured.
+/// Stack ids for the current call, per `CAPTURE_STACKS`; -1 where not captured,
+/// [`STACK_NOT_SAMPLED`] for a call `STACK_SAMPLE_EVERY` left out.
 #[inline(always)]
 fn capture_stacks<C: StackIdContext>(ctx: &C) -> (i32, i32) {
     let mode = config(&CAPTURE_STACKS);
     if mode == StackCapture::None as u8 {
         return (-1, -1);
+    }
+    let every = config(&STACK_SAMPLE_EVERY);
+    // A random draw per call, not a counter: a counter aliases with periodic call patterns
+    // (paths A, B, A, B with N = 2 would walk only A). The generator's state is per CPU.
+    // SAFETY: the helper takes no arguments and touches no memory; it returns a number.
+    if every > 1 && unsafe { bpf_get_prandom_u32() } % every != 0 {
+        return (STACK_NOT_SAMPLED, STACK_NOT_SAMPLED);
     }
     let kernel = ctx
         .get_stackid(&STACKS, 0)
@@ -352,17 +363,27 @@ pub(crate) fn leave<X: ExitContext>(which: ReturnOf, exit: &X) {
     if !record(frame.func, &call) {
         return;
     }
-    let key = if keys::keyed() {
+    // The key's values exist only where something uses them: an unkeyed run zeroing a key
+    // array here paid a byte-by-byte `memset` call, 155 instructions per call (a TCG
+    // instruction count, `cargo xtask bench --only insns`).
+    if keys::keyed() {
         let key = keys::key_of(exit, frame.func, frame.key);
         keys::record_keyed(&key, &call);
-        key.values
-    } else {
-        [0; profiler_common::BY_FIELDS_MAX]
-    };
-    if slowest::enabled() {
-        slowest::offer(&frame, key, duration, off_cpu);
+        if slowest::enabled() {
+            slowest::offer(&frame, key.values, duration, off_cpu);
+        }
+    } else if slowest::enabled() {
+        slowest::offer(
+            &frame,
+            [0; profiler_common::BY_FIELDS_MAX],
+            duration,
+            off_cpu,
+        );
     }
-    if config(&CAPTURE_STACKS) != StackCapture::None as u8 {
+    // Only the calls whose stack was walked: userspace weights their totals by N.
+    if config(&CAPTURE_STACKS) != StackCapture::None as u8
+        && frame.kernel_stack != STACK_NOT_SAMPLED
+    {
         let key = StackKey {
             func: frame.func,
             tgid: (bpf_get_current_pid_tgid() >> 32) as u32,

@@ -16,8 +16,17 @@
 //! - kprobe/kretprobe (`kprobe_N`, one per function slot for the first 64 functions;
 //!   `kretprobe_exit`): 4.17 (kprobes through perf). `kprobe_entry`, shared by the functions
 //!   beyond the first 64, looks up the function by address: 5.15 (`bpf_get_func_ip`).
+//! - kprobe.multi (`kprobe_multi_entry`/`kretprobe_multi_exit`, one program per side for
+//!   every function of the run's kprobe.multi link, each function's id its cookie): 5.18 with
+//!   `CONFIG_FPROBE`, functions ftrace lists only; the rest, and every function on older
+//!   kernels, use the kprobe/kretprobe programs above.
 //! - fentry/fexit (`fentry_N`/`fexit_N`, one pair per function slot): 5.5, BTF required.
-//! - syscall tracepoints (`sys_enter`/`sys_exit`): 4.7.
+//! - syscall tracepoints (`sys_enter_N`/`sys_exit_N`, one pair per syscall slot on
+//!   `syscalls:sys_enter_NAME`/`sys_exit_NAME`): 4.7.
+//! - raw syscall tracepoints (`raw_syscalls:sys_enter`/`sys_exit`, every syscall, the traced
+//!   ones found by number): here BTF tracepoints (`btf_sys_enter`/`btf_sys_exit`, 5.5 with
+//!   BTF: typed arguments read directly); in both objects also raw tracepoint programs
+//!   (`raw_sys_enter`/`raw_sys_exit`, 4.17), which `profiler-compat` uses.
 //! - perf_event on-CPU sampling (`on_cpu_sample`, `hotprof sample`): 4.9.
 //! - `sched_switch` for off-CPU accounting (`--off-cpu`): here a BTF tracepoint (5.11, BTF:
 //!   its arguments are the tasks, whose storage it reads); in `profiler-compat` a raw
@@ -36,6 +45,8 @@ mod filter;
 mod frames;
 mod keys;
 mod probes;
+mod raw_syscalls;
+mod raw_syscalls_btf;
 mod sample;
 mod slowest;
 #[path = "store/task_local.rs"]

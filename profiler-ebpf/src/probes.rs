@@ -6,8 +6,8 @@ use aya_ebpf::{
     helpers::{
         bpf_get_current_pid_tgid, bpf_probe_read_kernel,
         generated::{
-            bpf_get_func_arg, bpf_get_func_arg_cnt, bpf_get_func_ip, bpf_get_func_ret,
-            bpf_probe_read_kernel as bpf_probe_read_kernel_raw,
+            bpf_get_attach_cookie, bpf_get_func_arg, bpf_get_func_arg_cnt, bpf_get_func_ip,
+            bpf_get_func_ret, bpf_probe_read_kernel as bpf_probe_read_kernel_raw,
         },
     },
     macros::{fentry, fexit, kprobe, kretprobe, map, tracepoint},
@@ -238,6 +238,41 @@ pub fn kretprobe_exit(ctx: RetProbeContext) -> u32 {
     let sp = unsafe { (*ctx.regs).rsp };
     leave(ReturnOf::EntrySp(sp.wrapping_sub(8)), &ctx);
     0
+}
+
+/// kprobe.multi entry: one program for every function of the run's kprobe.multi link, which
+/// gives each function its id as the link's cookie (no address lookup). The stack pointer
+/// points at the return address here as in a kprobe (fprobe's saved registers: full pt_regs
+/// before 6.14, fgraph's partial ones after, whose `sp` ftrace_caller still fills), so
+/// [`EntryContext::caller`] reads the same word.
+///
+/// Loaded with `expected_attach_type = BPF_TRACE_KPROBE_MULTI` (userspace's patched aya), so
+/// it cannot be a perf kprobe. Minimum kernel 5.18 (kprobe.multi links and
+/// `bpf_get_attach_cookie` in them) with `CONFIG_FPROBE`; only functions ftrace can trace
+/// (`available_filter_functions`); userspace attaches the rest with `kprobe_N`/`kprobe_entry`.
+#[kprobe]
+pub fn kprobe_multi_entry(ctx: ProbeContext) -> u32 {
+    kprobe_enter(&ctx, attach_cookie(&ctx));
+    0
+}
+
+/// kprobe.multi return (`BPF_F_KPROBE_MULTI_RETURN`): the return pairs with the innermost open
+/// frame of its function, as fexit's do. Not by stack pointer like `kretprobe_exit`: from
+/// 6.14 fprobe runs on the function-graph tracer, whose return handler leaves `sp` unset in
+/// the partial pt_regs. A recursive function's returns come innermost first, so each still
+/// closes its own frame. Minimum kernel 5.18, as [`kprobe_multi_entry`].
+#[kretprobe]
+pub fn kretprobe_multi_exit(ctx: RetProbeContext) -> u32 {
+    leave(ReturnOf::Func(attach_cookie(&ctx)), &ctx);
+    0
+}
+
+/// The function id userspace set as this function's cookie in the kprobe.multi link.
+#[inline(always)]
+fn attach_cookie<C: EbpfContext>(ctx: &C) -> u32 {
+    // SAFETY: the helper's argument is this program's own context, as it requires; it only
+    // reads the cookie of the address the program runs for.
+    unsafe { bpf_get_attach_cookie(ctx.as_ptr()) as u32 }
 }
 
 /// kprobe on the instruction after a `call F` (call-site mode; the `call` itself has a

@@ -8,21 +8,25 @@
 //! `calls N` (every call it timed) at the end, so the bench can check it did the work.
 //!
 //! MODE is `kprobe` (kprobe + kretprobe, kernel 4.1+), `fentry` (fentry + fexit, 5.5+ with
-//! BTF) or `tracepoint` (TARGET is a syscall name: `syscalls/sys_enter_TARGET` and
-//! `sys_exit_TARGET`, 4.7+).
+//! BTF), `tracepoint` (TARGET is a syscall name: `syscalls/sys_enter_TARGET` and
+//! `sys_exit_TARGET`, 4.7+) or `raw` (TARGET is an x86-64 syscall number: the raw tracepoints
+//! `raw_syscalls/sys_enter` and `sys_exit` as BTF tracepoints, 5.5+ with BTF, which run for
+//! every syscall; the empty pair
+//! ignores TARGET, the timing floor times only that syscall, found by number as hotprof does).
 
 use std::process::{Command, ExitCode};
 
 use anyhow::{Context, Result, bail};
-use aya::maps::PerCpuArray;
-use aya::programs::{FEntry, FExit, KProbe, TracePoint};
+use aya::maps::{Array, PerCpuArray};
+use aya::programs::{BtfTracePoint, FEntry, FExit, KProbe, TracePoint};
 use aya::{Btf, Ebpf, EbpfLoader};
 use profiler_common::names;
 
 /// The same object hotprof loads; the empty programs live in it beside the real ones.
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/profiler"));
 
-const USAGE: &str = "usage: empty_probe [--timed] kprobe|fentry|tracepoint TARGET -- CMD [ARGS]";
+const USAGE: &str =
+    "usage: empty_probe [--timed] kprobe|fentry|tracepoint|raw TARGET -- CMD [ARGS]";
 
 fn main() -> ExitCode {
     match run() {
@@ -86,6 +90,34 @@ fn run() -> Result<u8> {
                 tracepoint
                     .attach("syscalls", &event)
                     .with_context(|| format!("attaching {program} to syscalls/{event}"))?;
+            }
+        }
+        "raw" => {
+            let number: u32 = target
+                .parse()
+                .with_context(|| format!("raw mode takes a syscall number, not {target:?}"))?;
+            // Slot 0 (stored plus one) for the timed syscall, as hotprof's table holds it.
+            let mut slots: Array<_, u32> = Array::try_from(
+                ebpf.map_mut("RAW_SYSCALL_SLOTS")
+                    .context("the eBPF object has no RAW_SYSCALL_SLOTS map")?,
+            )?;
+            slots
+                .set(number, 1, 0)
+                .with_context(|| format!("syscall number {number}"))?;
+            // BTF tracepoints, as hotprof attaches the pair with this object.
+            let btf = Btf::from_sys_fs().context("raw mode needs /sys/kernel/btf/vmlinux")?;
+            for (program, event) in [
+                (format!("{kind}_raw_sys_enter"), "sys_enter"),
+                (format!("{kind}_raw_sys_exit"), "sys_exit"),
+            ] {
+                let program = program.as_str();
+                let tracepoint: &mut BtfTracePoint = program_mut(&mut ebpf, program)?;
+                tracepoint
+                    .load(event, &btf)
+                    .with_context(|| format!("loading {program}"))?;
+                tracepoint
+                    .attach()
+                    .with_context(|| format!("attaching {program} to raw_syscalls/{event}"))?;
             }
         }
         other => bail!("unknown mode {other:?}; {USAGE}"),

@@ -1,14 +1,22 @@
 //! Measuring hotprof's own cost per probed call on this kernel, in the mode the run uses.
 //!
-//! The probe pair is attached to the getpid path of hotprof's own process, then N getpid
-//! system calls are timed with and without it (best of several rounds each, alternating
-//! nothing else). The difference per call is what one entry + return costs the traced
-//! program: the trap or trampoline, both programs and their map updates, with the run's
-//! stacks, `--by` keys and `--slowest`. Only part of it lies inside the durations hotprof
-//! reports: the entry program takes its timestamp last and the return program first, so
-//! what is inside is the way from the entry timestamp into the function (the rest of the
-//! trampoline or kprobe return path) and from its return to the exit timestamp. That part is
-//! not measured separately yet.
+//! A probe pair is attached to the path of a cheap syscall in hotprof's own process (getpid,
+//! or the first of getppid, getuid, … whose functions the run does not probe itself), then N
+//! such calls are timed with it and compared with the same calls timed *before the run's
+//! probes were attached*. The difference per call is what one entry + return costs a traced
+//! program: the trap or trampoline (and, for syscall tracepoints, the slow syscall path that
+//! any attached syscall tracepoint switches every task to), both programs and their map
+//! updates, with the run's stacks, `--by` keys and `--slowest`. (Measured after the run's
+//! probes, with their programs in the baseline, it was the cost of a second pair only: 179 ns
+//! printed where the workload paid 440 ns more per getpid on the host.)
+//!
+//! Only part of that cost lies inside the durations hotprof reports: the entry program takes
+//! its timestamp last and the return program first, so what is inside is the way from the
+//! entry timestamp into the function (the rest of the trampoline or kprobe path) and from its
+//! return to the exit timestamp. That part, the *bias*, is measured as the median duration
+//! the calibration pair itself reports for its function, which does almost nothing (a few
+//! dozen instructions: the bias is slightly overstated by them). `--subtract-bias` takes it
+//! off the reported averages and percentiles.
 
 use std::time::Instant;
 
@@ -30,21 +38,134 @@ const ROUNDS: usize = 7;
 /// The calibration result, per call.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Overhead {
+    /// What a probed call costs the traced program, entry + return.
     pub per_call_ns: f64,
+    /// The part of it inside every reported duration (the bias).
+    pub in_window_ns: f64,
 }
 
-fn time_getpid_round() -> f64 {
+/// A cheap syscall without arguments or side effects, and the kernel functions on its path a
+/// run could probe (the x86-64 entry point and the body it calls).
+#[derive(Debug, PartialEq)]
+pub struct CalibrationPath {
+    pub syscall: &'static str,
+    number: libc::c_long,
+    pub entry: &'static str,
+    pub body: &'static str,
+    /// The first ftrace-able function it calls, for call-site mode.
+    helper: &'static str,
+}
+
+const PATHS: [CalibrationPath; 4] = [
+    CalibrationPath {
+        syscall: "getpid",
+        number: libc::SYS_getpid,
+        entry: "__x64_sys_getpid",
+        body: "__do_sys_getpid",
+        helper: "__task_pid_nr_ns",
+    },
+    CalibrationPath {
+        syscall: "getppid",
+        number: libc::SYS_getppid,
+        entry: "__x64_sys_getppid",
+        body: "__do_sys_getppid",
+        helper: "__task_pid_nr_ns",
+    },
+    CalibrationPath {
+        syscall: "getuid",
+        number: libc::SYS_getuid,
+        entry: "__x64_sys_getuid",
+        body: "__do_sys_getuid",
+        helper: "from_kuid_munged",
+    },
+    CalibrationPath {
+        syscall: "getgid",
+        number: libc::SYS_getgid,
+        entry: "__x64_sys_getgid",
+        body: "__do_sys_getgid",
+        helper: "from_kgid_munged",
+    },
+];
+
+/// What calibration needs from before the run's probes are attached: the path to calibrate
+/// on and its unprobed cost.
+#[derive(Debug)]
+pub struct Baseline {
+    path: &'static CalibrationPath,
+    bare_ns: f64,
+}
+
+/// Everything a calibration needs, kept from the run's attach until it is measured: right
+/// after attaching (`serve`, whose overhead is exported while it runs), or once the run's
+/// probes are detached (a recording, so that calibrating does not delay the workload's start).
+pub struct Calibration {
+    pub baseline: Baseline,
+    pub mode: AttachedMode,
+    /// In kprobe mode: through a kprobe.multi link, or a perf kprobe per function.
+    pub kprobe_attach: attach::KprobeAttach,
+    pub store: TaskStore,
+    pub kernel: Option<KernelFunctions>,
+    /// The run's per-call configuration (stacks, `--by` keys, `--slowest`).
+    pub run: ProbeConfig,
+}
+
+impl Calibration {
+    /// [`measure`] with what the run kept; the reason as one line when it cannot.
+    pub fn measure(&self) -> Result<Overhead, CalibrationError> {
+        measure(
+            &self.baseline,
+            self.mode,
+            self.kprobe_attach,
+            self.store,
+            self.kernel.as_ref(),
+            &self.run,
+        )
+    }
+
+    /// The overhead, or `None` after printing the note saying why it was not measured.
+    pub fn measure_or_note(&self) -> Option<Overhead> {
+        self.measure()
+            .map_err(|reason| eprintln!("hotprof: note: probe overhead not calibrated: {reason}"))
+            .ok()
+    }
+}
+
+/// Picks the first calibration path the run does not probe (by symbol or syscall name) and
+/// times it unprobed. Call it before attaching anything: with the run's probes attached, the
+/// baseline would already hold part of the cost. A run that probes every path is calibrated
+/// on getpid's, and its own probes there are counted in the overhead too.
+pub fn baseline(probed_symbols: &[&str], probed_syscalls: &[String]) -> Baseline {
+    let path = choose_path(probed_symbols, probed_syscalls);
+    Baseline {
+        path,
+        bare_ns: best_of_rounds(path.number),
+    }
+}
+
+fn choose_path(probed_symbols: &[&str], probed_syscalls: &[String]) -> &'static CalibrationPath {
+    PATHS
+        .iter()
+        .find(|path| {
+            !probed_syscalls.iter().any(|s| s == path.syscall)
+                && !probed_symbols
+                    .iter()
+                    .any(|symbol| *symbol == path.entry || *symbol == path.body)
+        })
+        .unwrap_or(&PATHS[0])
+}
+
+fn time_round(number: libc::c_long) -> f64 {
     let start = Instant::now();
     for _ in 0..CALLS_PER_ROUND {
-        // SAFETY: getpid has no arguments and no side effects.
-        std::hint::black_box(unsafe { libc::syscall(libc::SYS_getpid) });
+        // SAFETY: every calibration syscall takes no arguments and has no side effects.
+        std::hint::black_box(unsafe { libc::syscall(number) });
     }
     start.elapsed().as_nanos() as f64 / CALLS_PER_ROUND as f64
 }
 
-fn best_of_rounds() -> f64 {
+fn best_of_rounds(number: libc::c_long) -> f64 {
     (0..ROUNDS)
-        .map(|_| time_getpid_round())
+        .map(|_| time_round(number))
         .fold(f64::INFINITY, f64::min)
 }
 
@@ -62,7 +183,7 @@ pub enum CalibrationError {
     NoTracefs,
     #[error("no kallsyms")]
     NoKallsyms,
-    #[error("no getpid function to calibrate on")]
+    #[error("no function on the calibration syscall's path to calibrate on")]
     NoTarget,
     #[error("{0}")]
     CallSites(#[source] CallSiteError),
@@ -78,12 +199,15 @@ pub enum CalibrationError {
     Undercounted { counted: u64, expected: u64 },
 }
 
-/// A call on the getpid path, to time a call-site probe pair on: the first direct call of the
-/// first ftrace-able function there (the syscall's own functions are notrace on Debian's
-/// kernels; `__task_pid_nr_ns`, which every getpid calls, is not).
-fn getpid_call_site(kernel: &KernelFunctions) -> Result<CallSite, CalibrationError> {
+/// A call on the calibration path, to time a call-site probe pair on: the first direct call of
+/// the first ftrace-able function there (the syscall's own functions are notrace on Debian's
+/// kernels; the helper each calls, e.g. `__task_pid_nr_ns` for getpid, is not).
+fn call_site_on(
+    path: &CalibrationPath,
+    kernel: &KernelFunctions,
+) -> Result<CallSite, CalibrationError> {
     let kcore = Kcore::open().map_err(|e| CalibrationError::CallSites(e.into()))?;
-    for function in ["__x64_sys_getpid", "__do_sys_getpid", "__task_pid_nr_ns"] {
+    for function in [path.entry, path.body, path.helper] {
         if let Some(site) =
             callsites::first_call(kernel, &kcore, function).map_err(CalibrationError::CallSites)?
         {
@@ -99,16 +223,19 @@ fn getpid_call_site(kernel: &KernelFunctions) -> Result<CallSite, CalibrationErr
 /// the calibration calls might not count, nor `--off-cpu`, whose cost is paid at context
 /// switches rather than per call.
 pub fn measure(
+    baseline: &Baseline,
     mode: AttachedMode,
+    kprobe_attach: attach::KprobeAttach,
     store: TaskStore,
     kernel: Option<&KernelFunctions>,
     run: &ProbeConfig,
 ) -> Result<Overhead, CalibrationError> {
-    let baseline_before = best_of_rounds();
+    let path = baseline.path;
     let config = ProbeConfig {
         functions: 1,
         filter_tgids: true,
         capture_stacks: run.capture_stacks,
+        stack_sample_every: run.stack_sample_every,
         stack_map_size: run.stack_map_size,
         by: run.by,
         max_keys: run.max_keys,
@@ -120,7 +247,7 @@ pub fn measure(
     match mode {
         AttachedMode::Callsite => {
             let kernel = kernel.ok_or(CalibrationError::NoKallsyms)?;
-            let site = getpid_call_site(kernel)?;
+            let site = call_site_on(path, kernel)?;
             links = attach::attach_call_sites(
                 &mut ebpf,
                 std::slice::from_ref(&site),
@@ -129,18 +256,27 @@ pub fn measure(
             )
             .map_err(CalibrationError::Attach)?;
         }
-        AttachedMode::Syscall => {
+        AttachedMode::Syscall | AttachedMode::RawSyscall => {
             let tracefs = crate::resolve::tracefs_root().ok_or(CalibrationError::NoTracefs)?;
-            attach::attach_syscalls(&mut ebpf, &["getpid".to_string()], &tracefs)
-                .map_err(CalibrationError::Attach)?;
+            attach::attach_syscalls_in(
+                &mut ebpf,
+                &[path.syscall.to_string()],
+                &tracefs,
+                attach::SyscallMode::of(mode),
+                true,
+            )
+            .map_err(CalibrationError::Attach)?;
         }
         AttachedMode::Kprobe | AttachedMode::Fentry => {
             let kernel = kernel.ok_or(CalibrationError::NoKallsyms)?;
-            let candidates: &[&str] = if mode == AttachedMode::Fentry {
-                &["__do_sys_getpid", "__x64_sys_getpid"]
-            } else {
-                &["__x64_sys_getpid", "__do_sys_getpid"]
-            };
+            // fentry and kprobe.multi links cannot attach to the `__x64_sys_*` entry points
+            // on Debian's kernels (ftrace does not list them); a perf kprobe can.
+            let candidates =
+                if mode == AttachedMode::Fentry || kprobe_attach == attach::KprobeAttach::Multi {
+                    [path.body, path.entry]
+                } else {
+                    [path.entry, path.body]
+                };
             let target: Target = candidates
                 .iter()
                 .find_map(|name| kernel.resolve(name, &|_| false).ok()?.into_iter().next())
@@ -151,10 +287,11 @@ pub fn measure(
                 Mode::Kprobe
             };
             // Kept until calibration ends: the links detach when this is dropped.
-            links = attach::attach_functions(
+            links = attach::attach_functions_with(
                 &mut ebpf,
                 std::slice::from_ref(&target),
                 wanted,
+                kprobe_attach,
                 &mut crate::progress::Progress::quiet(),
             )
             .map_err(CalibrationError::Attach)?
@@ -171,26 +308,42 @@ pub fn measure(
             .insert(std::process::id(), 1, 0)
             .map_err(CalibrationError::Map)?;
     }
-    let probed = best_of_rounds();
+    let probed = best_of_rounds(path.number);
     let snapshot = crate::collect::snapshot(&ebpf, 1).map_err(CalibrationError::Snapshot)?;
     drop(links);
     drop(ebpf);
-    let baseline_after = best_of_rounds();
-    // Unprobed before and after; the better of the two is the floor.
-    let baseline = baseline_before.min(baseline_after);
     let expected = u64::from(CALLS_PER_ROUND) * ROUNDS as u64;
-    let counted = snapshot.functions.first().map_or(0, |f| f.count);
+    let timed = snapshot.functions.first();
+    let counted = timed.map_or(0, |f| f.count);
     if counted < expected {
         return Err(CalibrationError::Undercounted { counted, expected });
     }
+    let in_window_ns = timed
+        .and_then(|f| f.histogram.quantile(0.5, Some(f.min_ns), Some(f.max_ns)))
+        .unwrap_or(0) as f64;
     Ok(Overhead {
-        per_call_ns: (probed - baseline).max(0.0),
+        per_call_ns: (probed - baseline.bare_ns).max(0.0),
+        in_window_ns,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn calibrates_on_the_first_path_the_run_does_not_probe() {
+        assert_eq!(choose_path(&[], &[]).syscall, "getpid");
+        assert_eq!(choose_path(&["__do_sys_getpid"], &[]).syscall, "getppid");
+        assert_eq!(
+            choose_path(&["vfs_read"], &["getpid".into()]).syscall,
+            "getppid"
+        );
+        let pid_family = ["__x64_sys_getpid", "__x64_sys_getppid"];
+        assert_eq!(choose_path(&pid_family, &[]).syscall, "getuid");
+        let every: Vec<&str> = PATHS.iter().map(|p| p.entry).collect();
+        assert_eq!(choose_path(&every, &[]).syscall, "getpid", "fallback");
+    }
 
     #[test]
     fn reasons_read_as_the_note_always_printed_them() {

@@ -35,7 +35,11 @@ pub struct ProbeSpec {
     pub functions: Vec<String>,
     /// Syscalls, timed at their tracepoints (`--syscall`).
     pub syscalls: Vec<String>,
+    /// Which tracepoints time them (`--syscall-mode`).
+    pub syscall_mode: attach::SyscallMode,
     pub mode: Mode,
+    /// How kprobe mode attaches (`--no-kprobe-multi`: a perf kprobe per function).
+    pub kprobe_attach: attach::KprobeAttach,
     /// Calls faster than this are only counted.
     pub min_latency: Option<Duration>,
     /// Measure the probes' own cost per call at start-up.
@@ -74,6 +78,8 @@ pub struct SessionSpec {
     /// Account time switched out inside each call.
     pub off_cpu: bool,
     pub stacks: StackCapture,
+    /// `--stacks-every N`: walk the stacks of a random 1 in N calls (0 or 1: every call).
+    pub stack_sample_every: u32,
     /// Distinct stacks the kernel maps hold.
     pub stack_map_size: u32,
     /// The workload to run and follow (empty: none).
@@ -100,6 +106,8 @@ pub struct Probed {
     pub site: Option<String>,
     /// `--children`: timed only inside the parent's frames.
     pub child: bool,
+    /// Attached through kprobe mode's kprobe.multi link (not a perf kprobe).
+    pub multi_link: bool,
 }
 
 /// The probes of one invocation, loaded and attached. Dropping `links` and `ebpf` detaches and
@@ -113,8 +121,8 @@ pub struct Attached {
     pub mode: AttachedMode,
     /// Where the loaded object keeps per-task state (what this kernel can create).
     pub task_store: TaskStore,
-    /// Calibrated probe overhead per call (ns), unless skipped or not measurable.
-    pub overhead: Option<f64>,
+    /// What measuring the probe overhead needs, unless `--no-calibrate`.
+    pub calibration: Option<crate::calibrate::Calibration>,
     /// How the `--by` keys read.
     pub keys: KeyNames,
 }
@@ -259,16 +267,20 @@ pub fn load(config: &ProbeConfig) -> anyhow::Result<attach::Loaded> {
     attach::load(config).map_err(|e| anyhow::anyhow!("cannot load the eBPF programs: {e}"))
 }
 
-/// Resolves the targets, loads the programs with the spec's filters and attaches them, then
-/// calibrates the probe overhead (unless asked not to).
+/// Resolves the targets, loads the programs with the spec's filters and attaches them; times
+/// the calibration's baseline first (unless asked not to calibrate), so that the overhead
+/// can be measured later ([`Attached::calibration`]).
 pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
+    // SIGINT/SIGTERM until the run's own handling takes over: noted, then reported at the
+    // next attach step with what was done, everything attached so far detached.
+    let _signals = attach::AttachSignals::catch();
     let probe = &spec.probe;
     let tracefs = resolve::tracefs_root();
 
     let mut kernel = None;
     let mut targets = Vec::new();
     let mut sites = Vec::new();
-    let probed: Vec<Probed> = if !probe.functions.is_empty() {
+    let mut probed: Vec<Probed> = if !probe.functions.is_empty() {
         let functions =
             kernel.insert(KernelFunctions::from_system().context("cannot read /proc/kallsyms")?);
         let mut requested = resolve_functions(functions, &probe.functions)?;
@@ -311,6 +323,7 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
                 symbol: target.symbol.clone(),
                 site: None,
                 child: children.contains(&target.symbol),
+                multi_link: false,
             });
             targets.push(target);
         }
@@ -324,6 +337,7 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
                         symbol: target.symbol.clone(),
                         site: Some(site.label()),
                         child: children.contains(&target.symbol),
+                        multi_link: false,
                     });
                     // Each site's slot has the function as its target (the stacks' leaf).
                     targets.push(target.clone());
@@ -344,6 +358,7 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
                 symbol: format!("sys_enter_{s}"),
                 site: None,
                 child: false,
+                multi_link: false,
             })
             .collect()
     };
@@ -367,6 +382,7 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
         min_latency_ns: probe.min_latency.map_or(0, |d| d.as_nanos() as u64),
         off_cpu: spec.off_cpu,
         capture_stacks: spec.stacks,
+        stack_sample_every: spec.stack_sample_every,
         stack_map_size: spec.stack_map_size,
         offsets,
         by: probe.by.codes(),
@@ -387,19 +403,26 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
         sample_inside: spec.sample_inside,
     };
     let keys = KeyNames::new(probe.by.clone())?;
+    // Timed before anything is attached: the run's own probes must not be in the baseline.
+    let calibration_baseline = probe.calibrate.then(|| {
+        let symbols: Vec<&str> = targets.iter().map(|t| t.symbol.as_str()).collect();
+        crate::calibrate::baseline(&symbols, &probe.syscalls)
+    });
     let attach::Loaded {
         mut ebpf,
         task_store,
     } = load(&config)?;
     let mut links = attach::KprobeLinks::default();
     let entries = targets.len() - sites.len();
+    attach::AttachSignals::check("probes", 0, probed.len())?;
     let mode = if targets.is_empty() {
-        attach::attach_syscalls(
+        attach::attach_syscalls_in(
             &mut ebpf,
             &probe.syscalls,
             tracefs.as_deref().unwrap_or(std::path::Path::new("")),
-        )?;
-        AttachedMode::Syscall
+            probe.syscall_mode,
+            follow || !probe.filter.pids.is_empty(),
+        )?
     } else {
         if probe.mode == Mode::Kprobe && !attach::kprobes_available() {
             return Err(attach::AttachError::NoKprobes {
@@ -414,14 +437,18 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
         let mut progress = Progress::stderr();
         let mut mode = AttachedMode::Callsite;
         if entries > 0 {
-            let attached = attach::attach_functions(
+            let attached = attach::attach_functions_with(
                 &mut ebpf,
                 &targets[..entries],
                 probe.mode,
+                probe.kprobe_attach,
                 &mut progress,
             )?;
             for note in attached.notes {
                 eprintln!("hotprof: note: {note}");
+            }
+            for (probed, multi) in probed.iter_mut().zip(attached.multi_linked) {
+                probed.multi_link = multi;
             }
             links = attached.links;
             mode = attached.mode;
@@ -434,17 +461,23 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
         mode
     };
     attach::attach_tracking(&mut ebpf, task_store, spec.off_cpu, follow)?;
-    let overhead = if probe.calibrate {
-        match crate::calibrate::measure(mode, task_store, kernel.as_ref(), &config) {
-            Ok(overhead) => Some(overhead.per_call_ns),
-            Err(reason) => {
-                eprintln!("hotprof: note: probe overhead not calibrated: {reason}");
-                None
-            }
-        }
+    // Calibrated through the link when the run's functions went through it.
+    let kprobe_attach = if probed.iter().any(|p| p.multi_link) {
+        attach::KprobeAttach::Multi
     } else {
-        None
+        attach::KprobeAttach::Single
     };
+    let calibration = calibration_baseline.map(|baseline| crate::calibrate::Calibration {
+        baseline,
+        mode,
+        kprobe_attach,
+        store: task_store,
+        kernel,
+        run: config.clone(),
+    });
+    attach::AttachSignals::check_at(|| {
+        format!("all {} probes (then calibrating or starting)", probed.len())
+    })?;
     Ok(Attached {
         ebpf,
         links,
@@ -452,13 +485,14 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
         targets,
         mode,
         task_store,
-        overhead,
+        calibration,
         keys,
     })
 }
 
 /// Refuses more functions than `--max-functions` allows, before anything is attached: each
-/// is a probe pair attached and detached one by one, which takes minutes for thousands.
+/// gets its own histograms in the kernel and its probes, which for thousands take long to
+/// set up (and, as perf kprobes, minutes to attach and detach).
 fn check_function_count(matched: usize, probe: &ProbeSpec) -> anyhow::Result<()> {
     if matched <= probe.max_functions {
         return Ok(());
@@ -470,10 +504,11 @@ fn check_function_count(matched: usize, probe: &ProbeSpec) -> anyhow::Result<()>
         .collect::<Vec<_>>()
         .join(" ");
     bail!(
-        "--fn {what} matches {matched} functions, more than --max-functions {} allows: each is \
-         a probe pair attached and detached one at a time (1000 kprobe'd functions took 31 s to \
-         attach and 83 s to detach in a 6.12 test guest); narrow the glob or pass \
-         --max-functions {matched}",
+        "--fn {what} matches {matched} functions, more than --max-functions {} allows: each \
+         gets its own in-kernel histograms and probes (in a 6.12 test guest 1000 functions took \
+         14 s to start through the kprobe.multi link, 11 s of it creating the histograms; \
+         through a perf kprobe each, as before Linux 5.18, 31 s to attach and 83 s to detach); \
+         narrow the glob or pass --max-functions {matched}",
         probe.max_functions
     )
 }
@@ -490,6 +525,23 @@ fn child_slots(probed: &[Probed]) -> anyhow::Result<u64> {
         bits |= 1 << slot;
     }
     Ok(bits)
+}
+
+/// kprobe mode's label for the functions timed at their entry, by how they were attached.
+fn kprobe_label<'a>(entries: impl Iterator<Item = &'a Probed>) -> &'static str {
+    let (mut multi, mut single) = (false, false);
+    for probed in entries {
+        if probed.multi_link {
+            multi = true;
+        } else {
+            single = true;
+        }
+    }
+    match (multi, single) {
+        (true, true) => "kprobe.multi+kprobe",
+        (true, false) => "kprobe.multi",
+        (false, _) => "kprobe",
+    }
 }
 
 /// Resolves every `--fn` argument: what the user called each target, and the target, each
@@ -753,7 +805,7 @@ pub struct Session<'a> {
     pub probed: &'a [Probed],
     pub mode: AttachedMode,
     pub task_store: TaskStore,
-    pub overhead: Option<f64>,
+    pub overhead: Option<crate::calibrate::Overhead>,
     pub off_cpu: bool,
     pub command: &'a [String],
     pub keys: &'a KeyNames,
@@ -812,7 +864,8 @@ impl Session<'_> {
             command: self.command.to_vec(),
             functions,
             losses: snapshot.losses(),
-            probe_overhead_ns: self.overhead,
+            probe_overhead_ns: self.overhead.map(|o| o.per_call_ns),
+            probe_bias_ns: self.overhead.map(|o| o.in_window_ns),
             runs: Vec::new(),
             intervals: Vec::new(),
         }
@@ -823,7 +876,7 @@ impl Session<'_> {
     pub fn attached(&self) -> String {
         let mut symbols: Vec<&str> = self.probed.iter().map(|p| p.symbol.as_str()).collect();
         symbols.dedup();
-        let what = if self.mode == AttachedMode::Syscall {
+        let what = if matches!(self.mode, AttachedMode::Syscall | AttachedMode::RawSyscall) {
             "syscall(s)"
         } else {
             "function(s)"
@@ -840,13 +893,20 @@ impl Session<'_> {
     }
 
     /// The mode as the report names it: `fentry+callsite` when some functions are timed at
-    /// their entry and others at their call sites.
+    /// their entry and others at their call sites; in kprobe mode `kprobe.multi` for the
+    /// functions attached through the kprobe.multi link, `kprobe` for perf kprobes, and
+    /// `kprobe.multi+kprobe` when some are each.
     pub fn mode_label(&self) -> String {
         let sites = self.probed.iter().any(|p| p.site.is_some());
-        if sites && self.mode != AttachedMode::Callsite {
-            format!("{}+callsite", self.mode.as_str())
+        let mechanism = if self.mode == AttachedMode::Kprobe {
+            kprobe_label(self.probed.iter().filter(|p| p.site.is_none()))
         } else {
-            self.mode.as_str().to_owned()
+            self.mode.as_str()
+        };
+        if sites && self.mode != AttachedMode::Callsite {
+            format!("{mechanism}+callsite")
+        } else {
+            mechanism.to_owned()
         }
     }
 
@@ -938,6 +998,13 @@ impl Session<'_> {
                 stack: stack(*slot, call.kernel_stack),
             });
         }
+    }
+
+    /// Notes on each function of `recording` how its stacks were taken (`--stacks`): a random
+    /// 1 in `every` calls walked, `walked` of them per slot.
+    pub fn add_stack_sampling(&self, recording: &mut Recording, walked: &[u64], every: u32) {
+        let function_of = self.function_of_slots();
+        crate::report::stacks::note_sampling(recording, &function_of, walked, every);
     }
 
     /// The slots of each function of a recording, in order: one slot, or a function's
@@ -1063,12 +1130,14 @@ mod tests {
                 symbol: "vfs_read".into(),
                 site: None,
                 child: false,
+                multi_link: false,
             },
             Probed {
                 name: "__ep_eventpoll_poll".into(),
                 symbol: "__ep_eventpoll_poll.isra.0".into(),
                 site: None,
                 child: false,
+                multi_link: false,
             },
         ];
         let totals = FunctionTotals {
@@ -1091,7 +1160,10 @@ mod tests {
             probed: &probed,
             mode: AttachedMode::Kprobe,
             task_store: TaskStore::HashMap,
-            overhead: Some(12.5),
+            overhead: Some(crate::calibrate::Overhead {
+                per_call_ns: 12.5,
+                in_window_ns: 4.0,
+            }),
             off_cpu: false,
             command: &command,
             keys: &KeyNames::default(),
@@ -1105,6 +1177,7 @@ mod tests {
         assert_eq!(recording.duration_ns, 2_000_000);
         assert_eq!(recording.command, command);
         assert_eq!(recording.probe_overhead_ns, Some(12.5));
+        assert_eq!(recording.probe_bias_ns, Some(4.0));
         assert_eq!(recording.losses.depth_exceeded, 3);
         let expected =
             FunctionRecord::from_aggregates("vfs_read".into(), "vfs_read".into(), &totals);
@@ -1128,12 +1201,50 @@ mod tests {
     }
 
     #[test]
+    fn kprobe_mode_is_labelled_by_how_its_functions_were_attached() {
+        let probed = |name: &str, site: Option<&str>, multi_link| Probed {
+            name: name.into(),
+            symbol: name.into(),
+            site: site.map(str::to_owned),
+            child: false,
+            multi_link,
+        };
+        let label = |probed: &[Probed], mode| {
+            Session {
+                probed,
+                mode,
+                task_store: TaskStore::TaskStorage,
+                overhead: None,
+                off_cpu: false,
+                command: &[],
+                keys: &KeyNames::default(),
+                condition: None,
+            }
+            .mode_label()
+        };
+        let multi = || probed("vfs_read", None, true);
+        let single = || probed("memcpy_orig", None, false);
+        let site = || probed("copy_page_from_iter_atomic", Some("f+0x1"), false);
+        let kprobe = AttachedMode::Kprobe;
+        assert_eq!(label(&[], kprobe), "kprobe");
+        assert_eq!(label(&[single()], kprobe), "kprobe");
+        assert_eq!(label(&[multi()], kprobe), "kprobe.multi");
+        assert_eq!(label(&[multi(), single()], kprobe), "kprobe.multi+kprobe");
+        // Call sites are always perf kprobes, labelled as such.
+        assert_eq!(label(&[multi(), site()], kprobe), "kprobe.multi+callsite");
+        assert_eq!(label(&[single(), site()], kprobe), "kprobe+callsite");
+        assert_eq!(label(&[site()], AttachedMode::Callsite), "callsite");
+        assert_eq!(label(&[multi()], AttachedMode::Fentry), "fentry");
+    }
+
+    #[test]
     fn call_sites_of_a_function_make_one_record_with_a_row_each() {
         let site = |name: &str, site: Option<&str>| Probed {
             name: name.into(),
             symbol: name.into(),
             site: site.map(str::to_owned),
             child: false,
+            multi_link: false,
         };
         let probed = [
             site("generic_perform_write", None),

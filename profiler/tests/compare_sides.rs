@@ -25,6 +25,7 @@ fn recording(values: &[u64]) -> Recording {
         )],
         losses: Losses::default(),
         probe_overhead_ns: None,
+        probe_bias_ns: None,
         runs: vec![],
         intervals: vec![],
     }

@@ -89,6 +89,14 @@ fn load_every_program_with(config: &ProbeConfig, store: TaskStore) -> Vec<String
             .unwrap_or_else(|e| panic!("{store:?}: {name} rejected: {e:?}"));
         loaded.push(name.to_string());
     }
+    // The kprobe.multi link's pair (5.18), loaded for that link type as attaching loads them.
+    for name in ["kprobe_multi_entry", "kretprobe_multi_exit"] {
+        let program: &mut KProbe = ebpf.program_mut(name).unwrap().try_into().unwrap();
+        program
+            .load_for_multi_link()
+            .unwrap_or_else(|e| panic!("{store:?}: {name} rejected: {e:?}"));
+        loaded.push(name.to_string());
+    }
     let mut tracepoints = vec![
         "sched_process_fork".to_string(),
         "sched_process_exit".to_string(),
@@ -104,6 +112,7 @@ fn load_every_program_with(config: &ProbeConfig, store: TaskStore) -> Vec<String
             .unwrap_or_else(|e| panic!("{store:?}: {name} rejected: {e:?}"));
         loaded.push(name);
     }
+    loaded.extend(load_raw_syscall_programs(&mut ebpf, store));
     if store == TaskStore::HashMap {
         // Keyed by task address: the raw tracepoints hand over the tasks themselves.
         for name in ["sched_switch", "sched_process_free"] {
@@ -143,7 +152,7 @@ fn every_program_of_the_task_storage_object_passes_the_verifier() {
     let loaded = load_every_program(TaskStore::TaskStorage);
     assert_eq!(
         loaded.len(),
-        7 + KPROBE_SLOTS as usize + 2 * SYSCALL_SLOTS as usize
+        13 + KPROBE_SLOTS as usize + 2 * SYSCALL_SLOTS as usize
     );
 }
 
@@ -153,7 +162,7 @@ fn every_program_of_the_hash_map_object_passes_the_verifier() {
     let loaded = load_every_program(TaskStore::HashMap);
     assert_eq!(
         loaded.len(),
-        8 + KPROBE_SLOTS as usize + 2 * SYSCALL_SLOTS as usize
+        12 + KPROBE_SLOTS as usize + 2 * SYSCALL_SLOTS as usize
     );
 }
 
@@ -167,6 +176,98 @@ fn every_program_passes_the_verifier_with_by_keys() {
                 loaded.len() > KPROBE_SLOTS as usize,
                 "{store:?} {:?}",
                 config.by
+            );
+        }
+    }
+}
+
+/// `--syscall-mode raw`'s pair (`raw_syscalls:sys_enter`/`sys_exit`, every syscall): as raw
+/// tracepoints in both objects, and as BTF tracepoints in the task-storage object (which
+/// hotprof attaches there).
+fn load_raw_syscall_programs(ebpf: &mut Ebpf, store: TaskStore) -> Vec<String> {
+    let mut loaded = Vec::new();
+    for name in ["raw_sys_enter", "raw_sys_exit"] {
+        let program: &mut RawTracePoint = ebpf.program_mut(name).unwrap().try_into().unwrap();
+        program
+            .load()
+            .unwrap_or_else(|e| panic!("{store:?}: {name} rejected: {e:?}"));
+        loaded.push(name.to_string());
+    }
+    if store == TaskStore::TaskStorage {
+        let btf = aya::Btf::from_sys_fs().expect("kernel BTF (task storage needs it anyway)");
+        for (name, tracepoint) in [("btf_sys_enter", "sys_enter"), ("btf_sys_exit", "sys_exit")] {
+            let program: &mut BtfTracePoint = ebpf.program_mut(name).unwrap().try_into().unwrap();
+            program
+                .load(tracepoint, &btf)
+                .unwrap_or_else(|e| panic!("{store:?}: {name} rejected: {e:?}"));
+            loaded.push(name.to_string());
+        }
+    } else {
+        assert!(
+            ebpf.program("btf_sys_enter").is_none(),
+            "the hash-map object has BTF programs"
+        );
+    }
+    loaded
+}
+
+/// The raw syscall pair with everything `--syscall` combines with turned on at once: kernel
+/// and user stacks, every per-task filter, `--min-latency`, `--by` args/ret/errno (the pt_regs
+/// reads), `--filter`, `--slowest`.
+#[test]
+#[ignore = "needs root: loads programs into the running kernel"]
+fn raw_syscall_programs_pass_the_verifier_with_every_option() {
+    let everything = ProbeConfig {
+        tid: Some(1),
+        cpu: Some(0),
+        cgroup_id: Some(1),
+        comm: Some(*b"syscall_lat\0\0\0\0\0"),
+        min_latency_ns: 10,
+        off_cpu: true,
+        capture_stacks: profiler_common::StackCapture::KernelAndUser,
+        stack_map_size: 16,
+        ..keyed_configs()[0].clone()
+    };
+    for config in keyed_configs().into_iter().chain([everything]) {
+        let config = ProbeConfig {
+            by: if config.by[0] == field::CALLER {
+                [field::ARG | 3, field::ARG_LOG2 | 2, field::ERRNO]
+            } else {
+                config.by
+            },
+            ..config
+        };
+        for store in [TaskStore::TaskStorage, TaskStore::HashMap] {
+            let mut ebpf = load_store_with(&config, store);
+            let pairs = if store == TaskStore::TaskStorage {
+                2
+            } else {
+                1
+            };
+            assert_eq!(load_raw_syscall_programs(&mut ebpf, store).len(), 2 * pairs);
+        }
+    }
+}
+
+/// `--stacks --user-stacks`, exact and `--stacks-every 8` (the random draw and the walk it
+/// skips), with `--slowest`, which keeps a sampled call's stack ids: verified only when on
+/// (off, the verifier prunes them as dead code).
+#[test]
+#[ignore = "needs root: loads programs into the running kernel"]
+fn every_program_passes_the_verifier_with_exact_and_sampled_stacks() {
+    for every in [1, 8] {
+        let config = ProbeConfig {
+            capture_stacks: profiler_common::StackCapture::KernelAndUser,
+            stack_sample_every: every,
+            stack_map_size: 64,
+            slowest: 3,
+            ..config()
+        };
+        for store in [TaskStore::TaskStorage, TaskStore::HashMap] {
+            let loaded = load_every_program_with(&config, store);
+            assert!(
+                loaded.len() > KPROBE_SLOTS as usize,
+                "{store:?}, 1 in {every}"
             );
         }
     }

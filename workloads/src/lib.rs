@@ -15,6 +15,7 @@ pub mod audit;
 pub mod cli;
 pub mod clock;
 pub mod fileio;
+pub mod marker;
 pub mod report;
 pub mod workers;
 

@@ -639,18 +639,32 @@ fn bundled_crates() -> Result<Vec<String>> {
     let mut lines: Vec<String> = seen
         .iter()
         .filter_map(|id| packages.get(id))
-        .filter(|p| p["source"].is_string())
+        // Registry crates, and vendored ones (a path under `third_party/`, e.g. the patched
+        // aya); not the workspace's own.
+        .filter(|p| p["source"].is_string() || is_vendored(p))
         .map(|p| {
             format!(
-                "{} {}: {}",
+                "{} {}: {}{}",
                 p["name"].as_str().unwrap_or("?"),
                 p["version"].as_str().unwrap_or("?"),
-                p["license"].as_str().unwrap_or("(no license field)")
+                p["license"].as_str().unwrap_or("(no license field)"),
+                if is_vendored(p) {
+                    " (vendored with a patch: third_party/)"
+                } else {
+                    ""
+                }
             )
         })
         .collect();
     lines.sort();
     Ok(lines)
+}
+
+/// A crate the workspace carries a copy of under `third_party/` (`[patch.crates-io]`).
+fn is_vendored(package: &serde_json::Value) -> bool {
+    package["manifest_path"]
+        .as_str()
+        .is_some_and(|path| path.contains("/third_party/"))
 }
 
 /// `changelog.Debian`: one entry for this build.

@@ -96,6 +96,11 @@ const HOST_CHECKS: &[HostCheck] = &[
         run: host::syscall_exact,
     },
     HostCheck {
+        name: "host_overhead_honest",
+        about: "the probe overhead hotprof prints matches the workload's clock (0.6–1.6×)",
+        run: host::printed_overhead_matches_workload,
+    },
+    HostCheck {
         name: "host_no_kprobes_error",
         about: "hotprof --fn on a kernel without kprobes: one clear line",
         run: host::no_kprobes_error,

@@ -122,6 +122,8 @@ pub struct VmRun {
     /// Guest memory in MiB.
     pub memory_mb: u32,
     pub qemu: QemuSetup,
+    /// Appended to the qemu command line as they are (e.g. the bench's `-plugin …`).
+    pub extra_qemu_args: Vec<String>,
 }
 
 impl VmRun {
@@ -139,6 +141,7 @@ impl VmRun {
             extra_layers: Vec::new(),
             memory_mb: 1024,
             qemu: QemuSetup::default(),
+            extra_qemu_args: Vec::new(),
         }
     }
 }
@@ -656,6 +659,7 @@ fn qemu_command(
             .arg(format!("socket,id={id},path={}", sock.display()))
             .args(["-serial", &format!("chardev:{id}")]);
     }
+    qemu.args(&run.extra_qemu_args);
     qemu.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

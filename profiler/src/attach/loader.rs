@@ -38,6 +38,8 @@ pub struct ProbeConfig {
     pub min_latency_ns: u64,
     pub off_cpu: bool,
     pub capture_stacks: StackCapture,
+    /// `--stacks-every N`: walk the stacks of a random 1 in N calls (0 or 1: every call).
+    pub stack_sample_every: u32,
     /// Load for `hotprof sample` (sizes the sample map; stacks are kernel + user).
     pub sampling: bool,
     /// Distinct stacks the stack maps hold.
@@ -167,10 +169,14 @@ pub fn load_object(config: &ProbeConfig, store: TaskStore) -> Result<Ebpf, EbpfE
     let comm = config.comm.unwrap_or([0; 16]);
     let off_cpu = u8::from(config.off_cpu);
     let child_pid = config.offsets.map_or(44, |o| o.fork_child_pid);
+    let thread_info_status = super::running_thread_info_status_offset();
 
     let capture_stacks = config.capture_stacks as u8;
+    let stack_sample_every = config.stack_sample_every.max(1);
     let sample_inside = u8::from(config.sample_inside);
-    let mut loader = EbpfLoader::new();
+    // No CO-RE relocations in our objects (the build script checks), so the kernel's BTF,
+    // which `EbpfLoader::new` parses for those alone, is not needed to load them.
+    let mut loader = EbpfLoader::without_kernel_btf();
     match store {
         // TASK_STORAGE maps: aya creates them but has no userspace type; only the programs
         // use them.
@@ -189,7 +195,9 @@ pub fn load_object(config: &ProbeConfig, store: TaskStore) -> Result<Ebpf, EbpfE
         .override_global("MIN_LATENCY_NS", &config.min_latency_ns, true)
         .override_global("TRACK_OFF_CPU", &off_cpu, true)
         .override_global("CAPTURE_STACKS", &capture_stacks, true)
+        .override_global("STACK_SAMPLE_EVERY", &stack_sample_every, true)
         .override_global("FORK_CHILD_PID_OFFSET", &child_pid, true)
+        .override_global("THREAD_INFO_STATUS_OFFSET", &thread_info_status, true)
         .override_global("BY_FIELDS", &config.by, true)
         .override_global("MAX_KEYS", &config.max_keys, true)
         .override_global("KEY_SLOT_BASE", &key_base, true)

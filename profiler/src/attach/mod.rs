@@ -7,18 +7,24 @@
 mod callsite;
 mod fd_limit;
 mod format;
+mod interrupt;
 mod loader;
 mod misses;
 mod mode;
+mod multi;
 mod privileges;
+mod syscalls;
 
 pub use callsite::attach_call_sites;
 pub use fd_limit::raise_fd_limit;
 pub use format::{FormatError, TracepointOffsets, field_offset};
+pub use interrupt::AttachSignals;
 pub use loader::{EbpfLoadError, Loaded, ProbeConfig, load, load_object};
 pub use misses::recursion_misses;
 pub use mode::{
     AttachError, AttachedFunctions, AttachedMode, KprobeLinks, Mode, Reason, attach_functions,
-    attach_syscalls, attach_tracking, kprobes_available, one_line,
+    attach_functions_with, attach_syscalls, attach_tracking, kprobes_available, one_line,
 };
+pub use multi::KprobeAttach;
 pub use privileges::check_privileges;
+pub use syscalls::{SyscallMode, attach_syscalls_in, running_thread_info_status_offset};

@@ -15,6 +15,8 @@ use aya::{
 use aya_obj::generated::bpf_func_id;
 use profiler_common::{FENTRY_SLOTS, KPROBE_SLOTS, SYSCALL_SLOTS, names};
 
+use super::interrupt::AttachSignals;
+use super::multi::{self, KprobeAttach};
 use crate::model::TaskStore;
 use crate::progress::Progress;
 use crate::resolve::Target;
@@ -39,7 +41,10 @@ pub enum Mode {
 pub enum AttachedMode {
     Fentry,
     Kprobe,
+    /// `syscalls:sys_enter_NAME`/`sys_exit_NAME` perf tracepoints.
     Syscall,
+    /// `raw_syscalls:sys_enter`/`sys_exit` raw tracepoints (see `syscalls.rs`).
+    RawSyscall,
     /// Every function at its call sites.
     Callsite,
 }
@@ -50,6 +55,7 @@ impl AttachedMode {
             Self::Fentry => "fentry",
             Self::Kprobe => "kprobe",
             Self::Syscall => "syscall",
+            Self::RawSyscall => "raw_syscall",
             Self::Callsite => "callsite",
         }
     }
@@ -115,11 +121,24 @@ pub enum AttachError {
         name: String,
         suggestions: Vec<String>,
     },
+    #[error(
+        "--syscall-mode raw: no x86-64 syscall number known for '{name}' (use --syscall-mode tracepoint)"
+    )]
+    NoSyscallNumber { name: String },
     #[error("cannot attach tracepoint {tracepoint}")]
     Tracepoint {
         tracepoint: String,
         #[source]
         reason: Reason,
+    },
+    #[error(
+        "interrupted by {signal} while attaching, after {progress}; every probe attached so \
+         far was detached"
+    )]
+    Interrupted {
+        signal: &'static str,
+        /// How far attaching got: `312 of 1000 kprobes`.
+        progress: String,
     },
     #[error("internal")]
     Internal(#[source] Reason),
@@ -229,26 +248,47 @@ pub struct AttachedFunctions {
     pub mode: AttachedMode,
     pub notes: Vec<String>,
     pub links: KprobeLinks,
+    /// Per target: attached through the kprobe.multi link (kprobe mode; else all false).
+    pub multi_linked: Vec<bool>,
 }
 
-/// Attaches the function probes. `progress` shows how far attaching has got (a 1000-function
-/// glob takes a while).
+/// Attaches the function probes, kprobe mode through a kprobe.multi link where the kernel
+/// has one. `progress` shows how far attaching has got (a 1000-function glob takes a while).
 pub fn attach_functions(
     ebpf: &mut Ebpf,
     targets: &[Target],
     mode: Mode,
     progress: &mut Progress,
 ) -> Result<AttachedFunctions, AttachError> {
+    attach_functions_with(ebpf, targets, mode, KprobeAttach::Multi, progress)
+}
+
+/// [`attach_functions`], with kprobe mode attaching as `kprobe_attach` says. SIGINT and
+/// SIGTERM are caught meanwhile: one ends the attaching with [`AttachError::Interrupted`],
+/// once whatever was attached is detached again.
+pub fn attach_functions_with(
+    ebpf: &mut Ebpf,
+    targets: &[Target],
+    mode: Mode,
+    kprobe_attach: KprobeAttach,
+    progress: &mut Progress,
+) -> Result<AttachedFunctions, AttachError> {
+    let _signals = AttachSignals::catch();
     let mut notes = Vec::new();
     let fentry = |notes| AttachedFunctions {
         mode: AttachedMode::Fentry,
         notes,
         links: KprobeLinks::default(),
+        multi_linked: vec![false; targets.len()],
     };
-    let kprobe = |notes, links| AttachedFunctions {
-        mode: AttachedMode::Kprobe,
-        notes,
-        links,
+    let kprobe = |mut notes: Vec<String>, attached: AttachedKprobes| {
+        notes.extend(attached.notes);
+        AttachedFunctions {
+            mode: AttachedMode::Kprobe,
+            notes,
+            links: attached.links,
+            multi_linked: attached.multi_linked,
+        }
     };
     match mode {
         Mode::Fentry => {
@@ -258,11 +298,15 @@ pub fn attach_functions(
         // Call sites are attached on their own (`attach_call_sites`); a function given here
         // is timed at its entry.
         Mode::Kprobe | Mode::Callsite => {
-            let links = attach_kprobes(ebpf, targets, progress)?;
-            Ok(kprobe(notes, links))
+            let attached = attach_kprobes(ebpf, targets, kprobe_attach, progress)?;
+            Ok(kprobe(notes, attached))
         }
         Mode::Auto => match attach_fentry(ebpf, targets, progress) {
             Ok(()) => Ok(fentry(notes)),
+            Err(error @ AttachError::Interrupted { .. }) => {
+                detach_fentry(ebpf, targets.len());
+                Err(error)
+            }
             Err(error) => {
                 detach_fentry(ebpf, targets.len());
                 notes.push(fall_back_from_fentry(
@@ -270,8 +314,8 @@ pub fn attach_functions(
                     kprobes_available(),
                     crate::kernel_release,
                 )?);
-                let links = attach_kprobes(ebpf, targets, progress)?;
-                Ok(kprobe(notes, links))
+                let attached = attach_kprobes(ebpf, targets, kprobe_attach, progress)?;
+                Ok(kprobe(notes, attached))
             }
         },
     }
@@ -340,6 +384,7 @@ fn attach_fentry(
         exit.load(&target.symbol, &btf).map_err(refused)?;
         exit.attach().map_err(refused)?;
         progress.attaching("fentry/fexit pairs", slot + 1, targets.len());
+        AttachSignals::check("fentry/fexit pairs", slot + 1, targets.len())?;
     }
     Ok(())
 }
@@ -393,17 +438,23 @@ fn detach_fentry(ebpf: &mut Ebpf, slots: usize) {
     }
 }
 
+/// What [`attach_kprobes`] attached.
+struct AttachedKprobes {
+    links: KprobeLinks,
+    /// Per target: through the kprobe.multi link.
+    multi_linked: Vec<bool>,
+    notes: Vec<String>,
+}
+
+/// Attaches `targets` in kprobe mode: through a kprobe.multi link where `how` allows and the
+/// kernel has one ([`super::multi`]), as perf kprobes otherwise, and always for the functions
+/// ftrace cannot trace. A target's id is its index either way.
 fn attach_kprobes(
     ebpf: &mut Ebpf,
     targets: &[Target],
+    how: KprobeAttach,
     progress: &mut Progress,
-) -> Result<KprobeLinks, AttachError> {
-    if !kprobes_available() {
-        return Err(AttachError::NoKprobes {
-            release: crate::kernel_release(),
-            fentry: None,
-        });
-    }
+) -> Result<AttachedKprobes, AttachError> {
     if let Some(hidden) = targets.iter().find(|t| t.address == 0) {
         return Err(AttachError::Kprobe {
             function: hidden.symbol.clone(),
@@ -412,12 +463,68 @@ fn attach_kprobes(
             ),
         });
     }
-    let (slotted, shared) = kprobe_slots(targets);
+    let mut notes = Vec::new();
+    let mut multi_linked = vec![false; targets.len()];
+    let mut links = KprobeLinks::default();
+    let (linkable, untraceable) = match how {
+        KprobeAttach::Multi => multi::split_for_multi(targets),
+        KprobeAttach::Single => (Vec::new(), (0..targets.len()).collect()),
+    };
+    let mut single = untraceable;
+    if !linkable.is_empty() {
+        match multi::attach_multi(ebpf, targets, &linkable) {
+            Ok(attached) => {
+                links.extend(attached);
+                progress.attaching("kprobe.multi functions", linkable.len(), targets.len());
+                AttachSignals::check(
+                    "functions (one kprobe.multi link)",
+                    linkable.len(),
+                    targets.len(),
+                )?;
+                for &id in &linkable {
+                    multi_linked[id] = true;
+                }
+                if !single.is_empty() {
+                    notes.push(multi::single_note(single.len(), None));
+                }
+            }
+            Err(refused) => {
+                notes.push(multi::single_note(targets.len(), Some(&refused)));
+                single = (0..targets.len()).collect();
+            }
+        }
+    }
+    if !single.is_empty() {
+        links.extend(attach_single_kprobes(ebpf, targets, &single, progress)?);
+    }
+    Ok(AttachedKprobes {
+        links,
+        multi_linked,
+        notes,
+    })
+}
+
+/// Attaches the targets `ids` (indexes into `targets`, each its function id) with a perf
+/// kprobe and kretprobe each.
+fn attach_single_kprobes(
+    ebpf: &mut Ebpf,
+    targets: &[Target],
+    ids: &[usize],
+    progress: &mut Progress,
+) -> Result<KprobeLinks, AttachError> {
+    if !kprobes_available() {
+        return Err(AttachError::NoKprobes {
+            release: crate::kernel_release(),
+            fentry: None,
+        });
+    }
+    let (slotted, shared) = kprobe_slots(ids);
     if !shared.is_empty() {
         // Loaded first: before 5.15 the verifier refuses it, and nothing is attached yet.
         load_shared_kprobe(ebpf, targets.len())?;
     }
     let mut links = KprobeLinks::default();
+    let total = ids.len();
     let attach = |entry: &mut KProbe, target: &Target, links: &mut KprobeLinks| {
         let id = entry
             .attach(&target.symbol, 0)
@@ -433,14 +540,16 @@ fn attach_kprobes(
     // kretprobe swaps it for its trampoline (`--by caller` reads it). A call entered in
     // between has its return counted as unmatched, like any call in flight at attach.
     let exit = load_kprobe(ebpf, "kretprobe_exit")?;
-    for (done, target) in targets.iter().enumerate() {
-        attach(exit, target, &mut links)?;
-        progress.attaching("kretprobes", done + 1, targets.len());
+    for (done, &id) in ids.iter().enumerate() {
+        attach(exit, &targets[id], &mut links)?;
+        progress.attaching("kretprobes", done + 1, total);
+        AttachSignals::check("kretprobes", done + 1, total)?;
     }
-    for (id, target) in slotted.iter().enumerate() {
+    for (done, &id) in slotted.iter().enumerate() {
         let entry = load_kprobe(ebpf, &format!("kprobe_{id}"))?;
-        attach(entry, target, &mut links)?;
-        progress.attaching("kprobes", id + 1, targets.len());
+        attach(entry, &targets[id], &mut links)?;
+        progress.attaching("kprobes", done + 1, total);
+        AttachSignals::check("kprobes", done + 1, total)?;
     }
     if !shared.is_empty() {
         let map_error = |e: MapError| AttachError::Internal(Reason::of(e, |e| e.to_string()));
@@ -449,25 +558,27 @@ fn attach_kprobes(
                 .ok_or_else(|| AttachError::Internal(Reason::new("FUNC_IPS map missing")))?,
         )
         .map_err(map_error)?;
-        for (id, target) in targets.iter().enumerate().skip(slotted.len()) {
+        for &id in &shared {
             func_ips
-                .insert(target.address, id as u32, 0)
+                .insert(targets[id].address, id as u32, 0)
                 .map_err(map_error)?;
         }
         let entry: &mut KProbe = program(ebpf, SHARED_KPROBE)?;
-        for (done, target) in shared.iter().enumerate() {
-            attach(entry, target, &mut links)?;
-            progress.attaching("kprobes", slotted.len() + done + 1, targets.len());
+        for (done, &id) in shared.iter().enumerate() {
+            attach(entry, &targets[id], &mut links)?;
+            let done = slotted.len() + done + 1;
+            progress.attaching("kprobes", done, total);
+            AttachSignals::check("kprobes", done, total)?;
         }
     }
     Ok(links)
 }
 
-/// The first [`KPROBE_SLOTS`] functions get a kprobe program each, whose function id is a
-/// constant; the rest share `kprobe_entry`, which finds its id by address in FUNC_IPS on
-/// every call (and needs Linux 5.15).
-fn kprobe_slots(targets: &[Target]) -> (&[Target], &[Target]) {
-    targets.split_at(targets.len().min(KPROBE_SLOTS as usize))
+/// The functions (`ids`) below [`KPROBE_SLOTS`] get a kprobe program each, whose function id
+/// is a constant; the rest share `kprobe_entry`, which finds its id by address in FUNC_IPS
+/// on every call (and needs Linux 5.15).
+fn kprobe_slots(ids: &[usize]) -> (Vec<usize>, Vec<usize>) {
+    ids.iter().partition(|&&id| id < KPROBE_SLOTS as usize)
 }
 
 /// The kprobe program shared by the functions beyond the slots.
@@ -515,7 +626,7 @@ fn refuses_func_ip(verifier_log: &str) -> bool {
 
 /// Whether a verifier log says the kernel does not know `helper` for this program, as
 /// [`refuses_func_ip`] reads it.
-fn refuses_helper(verifier_log: &str, helper: bpf_func_id) -> bool {
+pub(super) fn refuses_helper(verifier_log: &str, helper: bpf_func_id) -> bool {
     let helper = format!("#{}", helper as u32);
     verifier_log.lines().any(|line| {
         let line = line.trim();
@@ -573,14 +684,8 @@ pub fn attach_syscalls(
             requested: syscalls.len(),
         });
     }
-    let events = tracefs.join("events/syscalls");
+    check_syscall_names(syscalls, tracefs)?;
     for (slot, name) in syscalls.iter().enumerate() {
-        if !events.join(format!("sys_enter_{name}")).is_dir() {
-            return Err(AttachError::UnknownSyscall {
-                name: name.clone(),
-                suggestions: similar_syscalls(&events, name),
-            });
-        }
         for (side, program_name) in [
             ("enter", format!("sys_enter_{slot}")),
             ("exit", format!("sys_exit_{slot}")),
@@ -596,6 +701,22 @@ pub fn attach_syscalls(
         }
     }
     Ok(())
+}
+
+/// Fails on the first of `syscalls` that has no `syscalls/sys_enter_NAME` tracepoint, with
+/// the closest known names.
+pub(super) fn check_syscall_names(syscalls: &[String], tracefs: &Path) -> Result<(), AttachError> {
+    let events = tracefs.join("events/syscalls");
+    match syscalls
+        .iter()
+        .find(|name| !events.join(format!("sys_enter_{name}")).is_dir())
+    {
+        Some(name) => Err(AttachError::UnknownSyscall {
+            name: name.clone(),
+            suggestions: similar_syscalls(&events, name),
+        }),
+        None => Ok(()),
+    }
 }
 
 fn similar_syscalls(events: &Path, name: &str) -> Vec<String> {
@@ -710,7 +831,7 @@ fn tracking_hooks(store: TaskStore, off_cpu: bool, follow_forks: bool) -> Vec<Ho
     hooks
 }
 
-fn program<'a, T>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut T, AttachError>
+pub(super) fn program<'a, T>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut T, AttachError>
 where
     &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
 {
@@ -949,9 +1070,6 @@ mod tests {
 
     #[test]
     fn functions_beyond_the_kprobe_slots_share_kprobe_entry() {
-        let targets: Vec<Target> = (0..200)
-            .map(|i| target(&format!("f{i}"), 0x1000 + i, Some(true)))
-            .collect();
         for (count, slotted, shared) in [
             (0, 0, 0),
             (1, 1, 0),
@@ -959,16 +1077,23 @@ mod tests {
             (65, 64, 1),
             (200, 64, 136),
         ] {
-            let (own, rest) = kprobe_slots(&targets[..count]);
+            let ids: Vec<usize> = (0..count).collect();
+            let (own, rest) = kprobe_slots(&ids);
             assert_eq!(
                 (own.len(), rest.len()),
                 (slotted, shared),
                 "{count} functions"
             );
             // In order: a function's id is its index in the run's targets.
-            assert_eq!(own, &targets[..slotted]);
-            assert_eq!(rest, &targets[slotted..count]);
+            assert_eq!(own, &ids[..slotted]);
+            assert_eq!(rest, &ids[slotted..count]);
         }
+        // The functions left to perf kprobes beside a kprobe.multi link keep their ids: a
+        // slot program for those below 64, the shared one above.
+        assert_eq!(
+            kprobe_slots(&[3, 63, 64, 900]),
+            (vec![3, 63], vec![64, 900])
+        );
     }
 
     #[test]

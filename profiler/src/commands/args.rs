@@ -8,7 +8,7 @@ use clap::Args;
 
 use profiler_common::DEFAULT_MAX_KEYS;
 
-use crate::attach::Mode;
+use crate::attach::{KprobeAttach, Mode, SyscallMode};
 use crate::model::{ByError, ByField, FilterError, FilterExpr, KeySpec};
 use crate::session::{FilterSpec, ProbeSpec};
 use crate::units::parse_duration;
@@ -35,6 +35,12 @@ pub struct ProbeArgs {
     #[arg(long, value_enum, default_value_t = ModeArg::Auto)]
     pub mode: ModeArg,
 
+    /// Probe mechanism for --syscall: the per-syscall perf tracepoints
+    /// (syscalls:sys_enter_NAME) or the raw tracepoints every syscall passes
+    /// (raw_syscalls:sys_enter, found by number). The report's mode says which ran.
+    #[arg(long, value_enum, default_value_t = SyscallModeArg::Auto)]
+    pub syscall_mode: SyscallModeArg,
+
     /// Ignore calls faster than this (they are still counted).
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub min_latency: Option<Duration>,
@@ -42,6 +48,13 @@ pub struct ProbeArgs {
     /// Skip measuring hotprof's own per-call overhead at start-up.
     #[arg(long)]
     pub no_calibrate: bool,
+
+    /// In kprobe mode, attach a perf kprobe and kretprobe per function, as on kernels before
+    /// 5.18, instead of one kprobe.multi link for all of them (which attaches and detaches
+    /// 1000 functions in seconds rather than minutes): to compare the two, or to rule out
+    /// the kernel's fprobe.
+    #[arg(long)]
+    pub no_kprobe_multi: bool,
 
     /// Call-site mode: only the call sites in callers matching this glob (`_copy_to_user`
     /// has hundreds).
@@ -96,6 +109,28 @@ pub enum ModeArg {
     Callsite,
 }
 
+/// `--syscall-mode`: the values of [`SyscallMode`], as the command line spells them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SyscallModeArg {
+    /// raw for a run limited to a command or --pid (every syscall's x86-64 number known),
+    /// tracepoint system-wide, where every other syscall would pay raw's number check.
+    Auto,
+    /// syscalls:sys_enter_NAME/sys_exit_NAME (4.7+): only the traced syscalls run a program.
+    Tracepoint,
+    /// raw_syscalls:sys_enter/sys_exit (4.17+): no perf record, every syscall checks its number.
+    Raw,
+}
+
+impl From<SyscallModeArg> for SyscallMode {
+    fn from(mode: SyscallModeArg) -> Self {
+        match mode {
+            SyscallModeArg::Auto => SyscallMode::Auto,
+            SyscallModeArg::Tracepoint => SyscallMode::Tracepoint,
+            SyscallModeArg::Raw => SyscallMode::Raw,
+        }
+    }
+}
+
 impl From<ModeArg> for Mode {
     fn from(mode: ModeArg) -> Self {
         match mode {
@@ -142,7 +177,13 @@ impl ProbeArgs {
         Ok(ProbeSpec {
             functions: self.functions.clone(),
             syscalls: self.syscalls.clone(),
+            syscall_mode: self.syscall_mode.into(),
             mode: self.mode.into(),
+            kprobe_attach: if self.no_kprobe_multi {
+                KprobeAttach::Single
+            } else {
+                KprobeAttach::Multi
+            },
             min_latency: self.min_latency,
             calibrate: !self.no_calibrate,
             callers: self.callers.clone(),

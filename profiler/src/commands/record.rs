@@ -59,6 +59,12 @@ pub struct RecordArgs {
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
 
+    /// Show every duration minus the calibrated bias: the part of hotprof's own probe work
+    /// that lies inside each measured call. The text and HTML reports only; the JSON keeps
+    /// the raw durations and the bias beside them (`probe_bias_ns`).
+    #[arg(long, conflicts_with = "no_calibrate")]
+    pub subtract_bias: bool,
+
     /// Also measure the time spent switched out inside each call (sched_switch).
     #[arg(long)]
     pub off_cpu: bool,
@@ -77,6 +83,15 @@ pub struct RecordArgs {
     /// Also capture user stacks (implies --stacks).
     #[arg(long)]
     pub user_stacks: bool,
+
+    /// Walk the stacks of a random 1 in N calls instead of every call (implies --stacks):
+    /// --stacks at a fraction of its cost. The stack outputs count each walked call N times,
+    /// so their per-path figures are estimates (the report says how close, and paths of
+    /// fewer than ~N calls may be missing); the function's own figures still count every
+    /// call, and --slowest shows the stacks of walked calls only.
+    /// Example: `hotprof --fn vfs_write --stacks-every 16 --flamegraph w.svg -- make`.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub stacks_every: Option<u32>,
 
     /// Write a flamegraph SVG of the stacks, weighted by latency (implies --stacks).
     #[arg(long, value_name = "FILE.svg")]
@@ -127,6 +142,7 @@ impl RecordArgs {
     pub fn wants_stacks(&self) -> bool {
         self.stacks
             || self.user_stacks
+            || self.stacks_every.is_some()
             || self.flamegraph.is_some()
             || self.folded.is_some()
             || self.pprof.is_some()
@@ -140,6 +156,7 @@ impl RecordArgs {
             probe: self.probe.to_spec()?,
             off_cpu: self.off_cpu,
             stacks: self.stack_capture(),
+            stack_sample_every: self.stacks_every.unwrap_or(1),
             stack_map_size: self.stack_map_size,
             command: self.command.clone(),
             slowest: self.slowest.unwrap_or(0),
@@ -201,7 +218,7 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
         targets,
         mode,
         task_store,
-        overhead,
+        calibration,
         keys,
     } = session::attach(&spec, filter)?;
     let follow = !args.command.is_empty();
@@ -210,7 +227,8 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
         probed: &probed,
         mode,
         task_store,
-        overhead,
+        // Measured once the probes are detached (below): not known to the interval reports.
+        overhead: None,
         off_cpu: args.off_cpu,
         command: &args.command,
         keys: &keys,
@@ -258,7 +276,7 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
     }
     let last = collect::snapshot(&ebpf, probed.len())?;
     let kernel_missed = attach::recursion_misses(&ebpf);
-    let stacks = if args.wants_stacks() {
+    let mut stacks = if args.wants_stacks() {
         Some(collect::stacks(&ebpf)?)
     } else {
         None
@@ -277,10 +295,15 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
         }
         None => None,
     };
-    // Detach every probe before printing.
+    // Detach every probe before printing, and before calibrating: the run's probes must not
+    // be in the calibration's figures, nor calibration delay the workload's start.
     drop(links);
     drop(ebpf);
     let mut recording = session.recording(&last, started.elapsed());
+    if let Some(overhead) = calibration.and_then(|c| c.measure_or_note()) {
+        recording.probe_overhead_ns = Some(overhead.per_call_ns);
+        recording.probe_bias_ns = Some(overhead.in_window_ns);
+    }
     if let (Some(n), Some((calls, frames))) = (args.slowest, &slowest) {
         let kernel = if args.wants_stacks() {
             crate::flame::KernelSymbolizer::from_system().ok()
@@ -310,6 +333,13 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
     recording.losses.kernel_missed = kernel_missed;
     recording.runs = runs;
     recording.intervals = intervals;
+    if let Some(stacks) = &mut stacks {
+        // The report and the JSON say how many calls were walked; the outputs weight them.
+        let every = args.stacks_every.unwrap_or(1);
+        let walked = collect::walked_calls(stacks, probed.len());
+        session.add_stack_sampling(&mut recording, &walked, every);
+        collect::weight_sampled(stacks, every);
+    }
     if args.interval.is_some() || args.runs > 1 {
         println!(
             "--- total{}",
@@ -320,13 +350,25 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
             }
         );
     }
-    print!("{}", report::render_recording(&recording));
+    let shown = displayed(&recording, args.subtract_bias);
+    print!("{}", report::render_recording(&shown));
+    if args.subtract_bias {
+        match recording.probe_bias_ns {
+            Some(bias) => println!(
+                "durations above: minus the ~{} bias (--subtract-bias; --json keeps them raw)",
+                crate::units::format_ns(bias)
+            ),
+            None => eprintln!(
+                "hotprof: note: --subtract-bias: no bias was calibrated, the durations are raw"
+            ),
+        }
+    }
     let flamegraph = match stacks {
         Some(stacks) => write_stacks(&args, &recording, &stacks, &targets, &maps.saved)?,
         None => None,
     };
     if let Some(path) = &args.html {
-        let page = crate::export::html::render_recording(&recording, flamegraph.as_deref());
+        let page = crate::export::html::render_recording(&shown, flamegraph.as_deref());
         std::fs::write(path, page).with_context(|| format!("cannot write {}", path.display()))?;
         eprintln!("hotprof: wrote {}", path.display());
     }
@@ -335,6 +377,18 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
         eprintln!("hotprof: wrote {}", path.display());
     }
     Ok(exit_code)
+}
+
+/// What the text and HTML reports show: with `--subtract-bias`, the durations without the
+/// calibrated bias (the JSON stays raw).
+fn displayed(recording: &Recording, subtract_bias: bool) -> std::borrow::Cow<'_, Recording> {
+    match subtract_bias
+        .then(|| crate::model::without_bias(recording))
+        .flatten()
+    {
+        Some(corrected) => std::borrow::Cow::Owned(corrected),
+        None => std::borrow::Cow::Borrowed(recording),
+    }
 }
 
 /// `--stacks` outputs: a top-stacks summary, `--folded`, `--pprof` and `--flamegraph`.
@@ -372,7 +426,8 @@ fn write_stacks(
         let by_latency = out::fold(&records, Weight::LatencyNs, &kernel, user);
         let by_count = out::fold(&records, Weight::Count, &kernel, user);
         let samples = crate::export::pprof::stack_samples(by_latency, &by_count);
-        let meta = crate::export::pprof::ProfileMeta::of_recording(recording);
+        let mut meta = crate::export::pprof::ProfileMeta::of_recording(recording);
+        meta.comments.extend(out::sampling_summary(recording));
         std::fs::write(path, crate::export::pprof::encode(&samples, &meta))
             .with_context(|| format!("cannot write {}", path.display()))?;
         eprintln!("hotprof: wrote {}", path.display());
@@ -380,7 +435,10 @@ fn write_stacks(
     if args.flamegraph.is_none() && args.html.is_none() {
         return Ok(None);
     }
-    let (title, subtitle) = report::flamegraph_titles(recording, weight);
+    let (title, mut subtitle) = report::flamegraph_titles(recording, weight);
+    if let Some(sampling) = out::sampling_summary(recording) {
+        subtitle = format!("{subtitle}; {sampling}");
+    }
     let svg =
         crate::flame::render_flamegraph(&folded, &title, Some(&subtitle), weight.count_name())?;
     if let Some(path) = &args.flamegraph {
@@ -526,7 +584,7 @@ async fn measure(
                 let stack_entries = args.wants_stacks().then(|| now.counter(profiler_common::Counter::StackEntries));
                 let recording = session.recording(&now.since(&previous), args.interval.unwrap_or_default());
                 println!("--- interval {interval_index} ({} elapsed)", crate::units::format_ns(elapsed.as_nanos() as f64));
-                print!("{}", report::render_recording(&recording));
+                print!("{}", report::render_recording(&displayed(&recording, args.subtract_bias)));
                 println!("{}", report::render_map_entries(now.task_entries, stack_entries));
                 let mut record = interval_record(
                     interval_index,

@@ -87,6 +87,7 @@ fn recording(functions: &[(&str, Shape)], seed: u64) -> Recording {
             .collect(),
         losses: Losses::default(),
         probe_overhead_ns: None,
+        probe_bias_ns: None,
         runs: if runs > 1 { run_records } else { Vec::new() },
         intervals: Vec::new(),
     }

@@ -221,6 +221,7 @@ mod tests {
                 ..Losses::default()
             },
             probe_overhead_ns: Some(120.0),
+            probe_bias_ns: None,
             runs: vec![],
             intervals: vec![],
         }

@@ -731,6 +731,7 @@ mod tests {
                 ..Losses::default()
             },
             probe_overhead_ns: Some(412.5),
+            probe_bias_ns: None,
             runs: vec![],
             intervals: vec![],
         }

@@ -80,11 +80,17 @@ pub fn distinct_values(recordings: &[Recording], field: fn(&Recording) -> &str) 
 
 /// The mean of the recordings' calibrated probe overheads; `None` if none was calibrated.
 pub fn mean_probe_overhead(recordings: &[Recording]) -> Option<f64> {
-    let overheads: Vec<f64> = recordings
-        .iter()
-        .filter_map(|r| r.probe_overhead_ns)
-        .collect();
-    (!overheads.is_empty()).then(|| overheads.iter().sum::<f64>() / overheads.len() as f64)
+    mean_of(recordings, |r| r.probe_overhead_ns)
+}
+
+/// The mean of the recordings' calibrated biases; `None` if none was calibrated.
+pub fn mean_probe_bias(recordings: &[Recording]) -> Option<f64> {
+    mean_of(recordings, |r| r.probe_bias_ns)
+}
+
+fn mean_of(recordings: &[Recording], value: impl Fn(&Recording) -> Option<f64>) -> Option<f64> {
+    let values: Vec<f64> = recordings.iter().filter_map(value).collect();
+    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
 }
 
 impl Recording {
@@ -140,6 +146,7 @@ impl Recording {
             functions,
             losses,
             probe_overhead_ns: mean_probe_overhead(recordings),
+            probe_bias_ns: mean_probe_bias(recordings),
             runs,
             intervals: Vec::new(),
             ..first.clone()
@@ -176,6 +183,7 @@ mod tests {
                 ..Losses::default()
             },
             probe_overhead_ns: None,
+            probe_bias_ns: None,
             runs: vec![],
             intervals: vec![],
         }

@@ -1,5 +1,6 @@
 //! Stage 4: the data model every report is made from, and its versioned JSON form.
 
+mod bias;
 mod filter;
 mod histogram;
 mod keys;
@@ -7,6 +8,7 @@ mod merge;
 mod recording;
 mod totals;
 
+pub use bias::without_bias;
 pub use filter::{FilterError, FilterExpr};
 pub use histogram::Histogram;
 pub use keys::{ByError, ByField, KeySpec, errno_name};

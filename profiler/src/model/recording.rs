@@ -48,6 +48,9 @@ pub struct Recording {
     /// hotprof's own measured cost per probed call (entry + return), when calibrated.
     #[serde(default)]
     pub probe_overhead_ns: Option<f64>,
+    /// The part of that overhead inside every reported duration (the bias), when calibrated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_bias_ns: Option<f64>,
     /// With `--runs N`: each run's own figures (the top-level `functions` are all runs
     /// merged). Empty for a single run.
     #[serde(default)]
@@ -198,6 +201,21 @@ pub struct FunctionRecord {
     /// `--slowest N`: the N slowest calls, slowest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub slowest: Vec<SlowCallRecord>,
+    /// `--stacks`: how many of the calls had their stack walked, and the weight each stands
+    /// for in the stack outputs (absent without stacks, and in files written before this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stacks: Option<StackSampling>,
+}
+
+/// Which calls' stacks were walked (`--stacks`, `--stacks-every N`). The stack outputs
+/// (flamegraph, folded, pprof, HTML) hold each walked call's figures times `sample_every`,
+/// so their totals estimate all calls; the function's own figures count every call.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StackSampling {
+    /// N: a random 1 in N calls was walked (1: every call, the stack figures are exact).
+    pub sample_every: u32,
+    /// Calls whose stack was walked and added to the per-stack totals (not weighted).
+    pub walked_calls: u64,
 }
 
 /// One of a function's slowest calls (`--slowest`), with what explains it.
@@ -336,6 +354,15 @@ impl Losses {
 }
 
 impl FunctionRecord {
+    /// Records that `walked_calls` of this function's calls had their stack walked, a random
+    /// 1 in `sample_every` (1: all).
+    pub fn note_stacks(&mut self, sample_every: u32, walked_calls: u64) {
+        self.stacks = Some(StackSampling {
+            sample_every: sample_every.max(1),
+            walked_calls,
+        });
+    }
+
     /// The histogram held in `buckets`.
     pub fn histogram(&self) -> Histogram {
         let mut histogram = Histogram::new();
@@ -405,6 +432,7 @@ impl FunctionRecord {
             keys: Vec::new(),
             child_of: None,
             slowest: Vec::new(),
+            stacks: None,
         }
     }
 }
@@ -530,6 +558,7 @@ mod tests {
             )],
             losses: Losses::default(),
             probe_overhead_ns: None,
+            probe_bias_ns: None,
             runs: vec![],
             intervals: vec![],
         }
@@ -551,6 +580,37 @@ mod tests {
             histogram.quantile(0.99, Some(function.min_ns), Some(function.max_ns)),
             Some(function.p99_ns)
         );
+    }
+
+    #[test]
+    fn stack_sampling_round_trips_and_older_files_read_without_it() {
+        let mut recording = sample();
+        recording.functions[0].note_stacks(16, 1_234);
+        let json = serde_json::to_string(&recording).unwrap();
+        assert!(
+            json.contains("\"stacks\":{\"sample_every\":16,\"walked_calls\":1234}"),
+            "{json}"
+        );
+        let back = parse_recording(json.as_bytes(), "x").unwrap();
+        assert_eq!(back, recording);
+        assert_eq!(
+            back.functions[0].stacks,
+            Some(StackSampling {
+                sample_every: 16,
+                walked_calls: 1_234
+            })
+        );
+        // A file from before the field (or a run without stacks) has none, and writes none.
+        let plain = serde_json::to_string(&sample()).unwrap();
+        assert!(!plain.contains("\"stacks\""), "{plain}");
+        assert_eq!(
+            parse_recording(plain.as_bytes(), "x").unwrap().functions[0].stacks,
+            None
+        );
+        // N = 0 means every call, as N = 1.
+        let mut function = sample().functions[0].clone();
+        function.note_stacks(0, 4);
+        assert_eq!(function.stacks.map(|s| s.sample_every), Some(1));
     }
 
     #[test]

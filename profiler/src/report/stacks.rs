@@ -9,6 +9,70 @@ use crate::collect::CollectedStack;
 use crate::flame::{
     self, KernelSymbolizer, SavedMaps, StackRecord, Symbols, UserSymbolizer, Weight,
 };
+use crate::model::{FunctionRecord, Recording};
+
+/// Notes on each function of `recording` how its stacks were taken (`--stacks`): a random
+/// 1 in `every` calls walked, and how many were, from `walked` per slot (counted before
+/// weighting); `function_of` is each slot's index in `recording.functions`.
+pub fn note_sampling(recording: &mut Recording, function_of: &[usize], walked: &[u64], every: u32) {
+    let mut per_function = vec![0u64; recording.functions.len()];
+    for (slot, &calls) in walked.iter().enumerate() {
+        if let Some(&index) = function_of.get(slot)
+            && let Some(total) = per_function.get_mut(index)
+        {
+            *total += calls;
+        }
+    }
+    for (function, walked) in recording.functions.iter_mut().zip(per_function) {
+        function.note_stacks(every, walked);
+    }
+}
+
+/// The N of `--stacks-every N` the recording's stacks were taken with, when it is above 1.
+fn sampled_every(recording: &Recording) -> Option<u32> {
+    recording
+        .functions
+        .iter()
+        .filter_map(|f| f.stacks)
+        .map(|s| s.sample_every)
+        .max()
+        .filter(|&every| every > 1)
+}
+
+/// One line for the stack outputs' headers (flamegraph subtitle, pprof comment) when only
+/// some calls' stacks were walked.
+pub fn sampling_summary(recording: &Recording) -> Option<String> {
+    sampled_every(recording).map(|every| {
+        format!(
+            "stacks of a random 1 in {every} calls, each counted ×{every}: per-path figures are estimates"
+        )
+    })
+}
+
+/// What `--stacks-every N` (N > 1) does to a function's stack figures, for its block in the
+/// text report: how many calls were walked, and how far a path's weighted figure can be from
+/// the truth. Empty when every call's stack was walked.
+pub fn render_sampling(function: &FunctionRecord) -> String {
+    let Some(sampling) = function.stacks else {
+        return String::new();
+    };
+    let every = sampling.sample_every;
+    if every <= 1 {
+        return String::new();
+    }
+    // A path of n calls has a binomial(n, 1/N) number walked; times N, its standard
+    // deviation is √(n·(N−1)), relatively √((N−1)/n).
+    let example = (function.count / 10).max(1);
+    let relative = 100.0 * (f64::from(every - 1) / example as f64).sqrt();
+    format!(
+        "  stacks: 1 in {every} calls walked at random ({} of {}), each counted ×{every} in the stack outputs\n    \
+         per-path figures are estimates: a path of n calls within ±√({}·n) calls (1σ), \
+         ±{relative:.1} % for one with 10 % of the calls; paths of fewer than ~{every} calls may be missing\n",
+        sampling.walked_calls,
+        function.count,
+        every - 1,
+    )
+}
 
 /// Frames the probe machinery itself adds to a probed function's stack (the BPF program and
 /// trampoline of fentry, unsymbolized JIT code, the kprobe/ftrace handlers, the perf
@@ -467,6 +531,104 @@ ffffffff81007000 D __start_rodata\n";
             fold(&records, Weight::Count, &kernel, None),
             [(read.to_string(), 4)]
         );
+    }
+
+    /// `--stacks-every 8`: every stack output is folded from the weighted stacks, so a path's
+    /// latency and calls are its walked calls' figures times 8, whichever weight is drawn.
+    #[test]
+    fn sampled_stacks_fold_to_their_walked_figures_times_n() {
+        let mut stacks = vec![
+            stack(0, &[TRAMPOLINE, VFS_READ, KSYS_READ, SYSCALL], 1_000, 4),
+            stack(0, &[TRAMPOLINE, VFS_READ, SYSCALL], 50, 1),
+        ];
+        crate::collect::weight_sampled(&mut stacks, 8);
+        let kernel = kernel();
+        let records = records_for(&stacks, 0, Some(("vfs_read", VFS_READ)), &kernel);
+        let read = "cat;[unknown];do_syscall_64_[k];ksys_read_[k];vfs_read_[k]";
+        let direct = "cat;[unknown];do_syscall_64_[k];vfs_read_[k]";
+        assert_eq!(
+            fold(&records, Weight::LatencyNs, &kernel, None),
+            [(read.to_string(), 8_000), (direct.to_string(), 400)]
+        );
+        assert_eq!(
+            fold(&records, Weight::Count, &kernel, None),
+            [(read.to_string(), 32), (direct.to_string(), 8)]
+        );
+    }
+
+    fn recording_of(counts: &[u64]) -> Recording {
+        let functions = counts
+            .iter()
+            .enumerate()
+            .map(|(index, &count)| {
+                let durations = vec![100; count as usize];
+                FunctionRecord::from_aggregates(
+                    format!("f{index}"),
+                    format!("f{index}"),
+                    &crate::model::FunctionTotals::from_durations(&durations),
+                )
+            })
+            .collect();
+        // From JSON, the way a saved recording is read: only the fields every file has.
+        let mut recording: Recording = serde_json::from_value(serde_json::json!({
+            "schema_version": crate::model::SCHEMA_VERSION,
+            "tool": "hotprof test",
+            "kernel": "6.12.0",
+            "mode": "fentry",
+            "duration_ns": 1,
+            "functions": [],
+            "losses": crate::model::Losses::default(),
+        }))
+        .unwrap();
+        recording.functions = functions;
+        recording
+    }
+
+    #[test]
+    fn walked_calls_are_summed_over_a_functions_call_sites() {
+        // Slots 0 and 1 are two call sites of the first function, slot 2 the second.
+        let mut recording = recording_of(&[1_000, 80]);
+        note_sampling(&mut recording, &[0, 0, 1], &[100, 30, 10], 8);
+        let noted: Vec<_> = recording.functions.iter().map(|f| f.stacks).collect();
+        assert_eq!(
+            noted
+                .iter()
+                .map(|s| s.map(|s| (s.sample_every, s.walked_calls)))
+                .collect::<Vec<_>>(),
+            [Some((8, 130)), Some((8, 10))]
+        );
+        // Walked counts of slots the recording has no function for are ignored.
+        let mut short = recording_of(&[5]);
+        note_sampling(&mut short, &[0, 1], &[5, 9], 1);
+        assert_eq!(short.functions[0].stacks.map(|s| s.walked_calls), Some(5));
+    }
+
+    #[test]
+    fn the_report_states_the_sampling_and_its_error_only_when_sampled() {
+        let mut recording = recording_of(&[10_000]);
+        note_sampling(&mut recording, &[0], &[1_262], 8);
+        let function = &recording.functions[0];
+        // A path with 10 % of the calls: 1000 calls, ±√(7·1000) = ±83.7 (8.4 %).
+        assert_eq!(
+            render_sampling(function),
+            "  stacks: 1 in 8 calls walked at random (1262 of 10000), each counted ×8 in the stack outputs\n\
+             \x20   per-path figures are estimates: a path of n calls within ±√(7·n) calls (1σ), \
+             ±8.4 % for one with 10 % of the calls; paths of fewer than ~8 calls may be missing\n"
+        );
+        assert_eq!(
+            sampling_summary(&recording).as_deref(),
+            Some(
+                "stacks of a random 1 in 8 calls, each counted ×8: per-path figures are estimates"
+            )
+        );
+        // Exact stacks (every call walked), or none at all: nothing to say.
+        let mut exact = recording_of(&[10_000]);
+        note_sampling(&mut exact, &[0], &[10_000], 1);
+        assert_eq!(render_sampling(&exact.functions[0]), "");
+        assert_eq!(sampling_summary(&exact), None);
+        let none = recording_of(&[10_000]);
+        assert_eq!(render_sampling(&none.functions[0]), "");
+        assert_eq!(sampling_summary(&none), None);
     }
 
     fn record(comm: &str, kernel: &[u64], user: &[u64], count: u64) -> StackRecord {

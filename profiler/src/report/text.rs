@@ -36,6 +36,7 @@ pub fn render_recording(recording: &Recording) -> String {
     for function in &recording.functions {
         out.push('\n');
         out.push_str(&render_function(function));
+        out.push_str(&super::stacks::render_sampling(function));
         out.push_str(&render_keys(function, &recording.by));
         out.push_str(&render_slowest(function, &recording.by));
     }
@@ -43,11 +44,21 @@ pub fn render_recording(recording: &Recording) -> String {
     out.push('\n');
     out.push_str(&render_losses(&recording.losses));
     if let Some(overhead) = recording.probe_overhead_ns {
-        let _ = writeln!(
+        let _ = write!(
             out,
-            "probe overhead: ~{} added per probed call (entry + return; calibrated on getpid)",
+            "probe overhead: ~{} added per probed call (entry + return)",
             format_ns(overhead)
         );
+        match recording.probe_bias_ns {
+            Some(bias) => {
+                let _ = writeln!(
+                    out,
+                    "; ~{} of it inside each reported duration (bias)",
+                    format_ns(bias)
+                );
+            }
+            None => out.push('\n'),
+        }
     }
     out
 }
@@ -559,6 +570,7 @@ mod tests {
             functions: vec![function()],
             losses: Losses::default(),
             probe_overhead_ns: None,
+            probe_bias_ns: None,
             runs: vec![],
             intervals: vec![],
         };

@@ -66,6 +66,7 @@ mod tests {
             functions: vec![function],
             losses: Losses::default(),
             probe_overhead_ns: None,
+            probe_bias_ns: None,
             runs: Vec::new(),
             intervals: Vec::new(),
         };

@@ -1,4 +1,4 @@
-//! `syscall_lat N [--threads T]`: the getpid latency benchmark.
+//! `syscall_lat N [--threads T] [--marker]`: the getpid latency benchmark.
 //!
 //! getpid is about the cheapest system call there is, so its average cost is
 //! a direct measure of the syscall entry/exit path — and of anything a
@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 use workloads::cli::{Opt, parse_int};
 use workloads::clock::Stopwatch;
+use workloads::marker::{MARKER_SUPPORTED, bench_marker};
 use workloads::report::average;
 use workloads::workers::run_workers;
 use workloads::{Args, Error, Report, getpid_syscall, run_main};
@@ -17,12 +18,15 @@ const NAME: &str = "syscall_lat";
 const USAGE: &str = "\
 syscall_lat - time N real getpid system calls
 
-Usage: syscall_lat N [--threads T]
+Usage: syscall_lat N [--threads T] [--marker]
 
   N            getpid calls per thread (1..=10^12), each a real system call
                made through syscall(SYS_getpid), never the libc wrapper
   --threads T  run T threads (1..=1024, default 1) that start together and
                each make N calls
+  --marker     execute the bench's marker instruction (an x86-64 nop that
+               `cargo xtask bench --only insns` counts instructions between)
+               right before and right after the loop; one thread only
 
 Each thread times its own loop with CLOCK_MONOTONIC.
 
@@ -36,7 +40,12 @@ Output (last line):
 ";
 
 fn main() -> ExitCode {
-    run_main(NAME, USAGE, &[Opt::Value("threads")], run)
+    run_main(
+        NAME,
+        USAGE,
+        &[Opt::Value("threads"), Opt::Flag("marker")],
+        run,
+    )
 }
 
 fn run(args: &Args) -> Result<Report, Error> {
@@ -46,8 +55,15 @@ fn run(args: &Args) -> Result<Report, Error> {
         Some(text) => parse_int("--threads", text, 1, 1024)?,
         None => 1,
     };
+    let marker = args.flag("marker");
+    if marker && threads != 1 {
+        return Err(Error::usage("--marker needs one thread (--threads 1)"));
+    }
+    if marker && !MARKER_SUPPORTED {
+        return Err(Error::usage("--marker is an x86-64 instruction"));
+    }
     let pid = workloads::own_pid();
-    let timing = run_threads(calls, threads as usize)?;
+    let timing = run_threads(calls, threads as usize, marker)?;
     let total_calls = calls * threads;
     Ok(Report::new(NAME)
         .field("calls", total_calls)
@@ -66,20 +82,27 @@ struct Timing {
 
 /// Runs `threads` threads, released together, each making `calls` getpid
 /// calls.
-fn run_threads(calls: u64, threads: usize) -> Result<Timing, Error> {
+fn run_threads(calls: u64, threads: usize, marker: bool) -> Result<Timing, Error> {
     let wall = Stopwatch::start();
-    let loop_times = run_workers(NAME, threads, |_| timed_getpid_loop(calls), || {})?;
+    let loop_times = run_workers(NAME, threads, |_| timed_getpid_loop(calls, marker), || {})?;
     Ok(Timing {
         total_ns: loop_times.iter().sum(),
         wall_ns: wall.elapsed_ns(),
     })
 }
 
-/// Makes exactly `calls` getpid system calls; returns the loop's duration.
-fn timed_getpid_loop(calls: u64) -> u64 {
+/// Makes exactly `calls` getpid system calls; returns the loop's duration. With `marker`,
+/// the bench's marker instruction brackets the loop (and nothing else).
+fn timed_getpid_loop(calls: u64, marker: bool) -> u64 {
     let watch = Stopwatch::start();
+    if marker {
+        bench_marker();
+    }
     for _ in 0..calls {
         std::hint::black_box(getpid_syscall());
+    }
+    if marker {
+        bench_marker();
     }
     watch.elapsed_ns()
 }

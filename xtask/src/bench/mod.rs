@@ -12,15 +12,19 @@
 //! - probe cost on the host (syscall tracepoints, real CPU) and in a 6.12 guest (kprobe and
 //!   fentry; TCG, so ratios only) — [`probe_cost`];
 //! - scaling with 1/10/100/1000 kprobe'd functions, attach and detach time — [`scaling`];
-//! - flamegraph rendering time and memory vs inferno — `flame`.
+//! - flamegraph rendering time and memory vs inferno — `flame`;
+//! - guest instructions per getpid call under each probe, counted by a QEMU TCG plugin, and
+//!   the kernel symbols they are spent in — [`insns`].
 //!
 //! The guest gets an extra initramfs layer (cached in `target/bench/`) with the empty-probe
 //! loader and the host's bpftrace with every library it links, so bpftrace runs in the busybox
 //! guest without a Debian root filesystem.
 
 mod flame;
+mod insns;
 mod probe_cost;
 mod scaling;
+mod startup;
 
 use std::fmt::Write as _;
 use std::fs;
@@ -70,6 +74,10 @@ pub enum Section {
     Scaling,
     /// Flamegraph rendering vs inferno.
     Flame,
+    /// Guest instructions per getpid call under each probe (QEMU TCG plugin), and where.
+    Insns,
+    /// Start-up to the workload running, hotprof vs bpftrace (host).
+    Startup,
 }
 
 pub fn run(args: &BenchArgs) -> Result<ExitCode> {
@@ -108,6 +116,9 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
     if wants(Section::Host) {
         section("host probe cost", probe_cost::host(&tools, args.rounds))?;
     }
+    if wants(Section::Startup) {
+        section("start-up", startup::run(&tools, args.rounds))?;
+    }
     if wants(Section::Vm) {
         section("VM probe cost", probe_cost::vm(&tools, args.rounds))?;
     }
@@ -116,6 +127,9 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
     }
     if let Some(inputs) = &flame_inputs {
         section("flamegraph", flame::run(inputs, &tools))?;
+    }
+    if wants(Section::Insns) {
+        section("instructions per call", insns::run(&tools))?;
     }
     let _ = writeln!(report, "Whole bench: {}.", secs(started.elapsed()));
     let path = dir.join("report.md");
@@ -273,14 +287,26 @@ fn ldd_paths(ldd: &str) -> Vec<PathBuf> {
 /// Runs a bench script in a guest with the bench layer; the script's `/out` comes back to
 /// `target/bench/vm-<name>`.
 pub fn vm_run(tools: &Tools, name: &str, script: &str, timeout: Duration) -> Result<VmOutcome> {
+    vm_run_with(tools, name, script, timeout, |_| {})
+}
+
+/// [`vm_run`], with `adjust` changing the run's settings (accelerator, qemu arguments) first.
+pub fn vm_run_with(
+    tools: &Tools,
+    name: &str,
+    script: &str,
+    timeout: Duration,
+    adjust: impl FnOnce(&mut VmRun),
+) -> Result<VmOutcome> {
     let out_dir = target_dir().join("bench").join(format!("vm-{name}"));
     fresh_dir(&out_dir)?;
-    let run = VmRun {
+    let mut run = VmRun {
         timeout,
         extra_layers: vec![tools.guest_layer.clone()],
         memory_mb: GUEST_MEMORY_MB,
         ..VmRun::new(Kernel::V6_12, script, out_dir)
     };
+    adjust(&mut run);
     step("bench", &format!("6.12 guest: {name}"));
     let outcome = vm::run(&run).with_context(|| format!("the {name} guest failed"))?;
     if outcome.exit_code != 0 {

@@ -30,8 +30,11 @@ struct Mechanism {
     /// bpftrace's entry and return probes.
     bpftrace_entry: String,
     bpftrace_return: String,
-    /// hotprof's goal for its overhead over the empty pair's (issue #4).
+    /// hotprof's goal for its overhead over the empty pair's (issue #4; host: #16).
     goal_vs_empty: Option<f64>,
+    /// Syscall tracepoints: also the raw-tracepoint variants (`raw_syscalls:sys_enter`/
+    /// `sys_exit`, which hotprof's auto mode picks) and hotprof forced onto the perf ones.
+    raw_syscalls: bool,
     calls: u64,
     emulated: bool,
 }
@@ -47,7 +50,9 @@ impl Mechanism {
             hotprof_args: "--syscall getpid",
             bpftrace_entry: "tracepoint:syscalls:sys_enter_getpid".into(),
             bpftrace_return: "tracepoint:syscalls:sys_exit_getpid".into(),
-            goal_vs_empty: None,
+            // Issue #16: hotprof (on whichever mechanism it picks) within the empty perf pair.
+            goal_vs_empty: Some(1.0),
+            raw_syscalls: true,
             calls: HOST_CALLS,
             emulated: false,
         }
@@ -66,6 +71,7 @@ impl Mechanism {
             bpftrace_entry: format!("kprobe:{function}"),
             bpftrace_return: format!("kretprobe:{function}"),
             goal_vs_empty: Some(1.5),
+            raw_syscalls: false,
             calls: VM_CALLS,
             emulated: true,
         }
@@ -85,6 +91,7 @@ impl Mechanism {
             bpftrace_entry: format!("kfunc:{function}"),
             bpftrace_return: format!("kretfunc:{function}"),
             goal_vs_empty: Some(2.5),
+            raw_syscalls: false,
             calls: VM_CALLS,
             emulated: true,
         }
@@ -102,6 +109,12 @@ impl Mechanism {
             Variant::Floor => format!(
                 "empty_probe --timed {} {} -- {workload}",
                 self.empty_mode, self.empty_target
+            ),
+            Variant::EmptyRaw => format!("empty_probe raw {GETPID_NR} -- {workload}"),
+            Variant::FloorRaw => format!("empty_probe --timed raw {GETPID_NR} -- {workload}"),
+            Variant::HotprofTracepoint => format!(
+                "hotprof {} --syscall-mode tracepoint --no-calibrate -- {workload}",
+                self.hotprof_args
             ),
             // --no-calibrate: the calibration runs before the workload and only costs time.
             Variant::Hotprof => {
@@ -124,15 +137,23 @@ impl Mechanism {
     fn sample(&self, variant: Variant, output: &str) -> Result<f64, String> {
         let avg = syscall_lat_avg_ns(output).ok_or("no syscall_lat line")?;
         let counted = match variant {
-            Variant::None | Variant::Empty => return Ok(avg),
+            Variant::None | Variant::Empty | Variant::EmptyRaw => return Ok(avg),
             // The floor prints `calls N` like hotprof's report line.
-            Variant::Hotprof | Variant::HotprofBaseline | Variant::Floor => hotprof_calls(output),
+            Variant::Hotprof
+            | Variant::HotprofTracepoint
+            | Variant::HotprofBaseline
+            | Variant::Floor
+            | Variant::FloorRaw => hotprof_calls(output),
             Variant::Bpftrace => bpftrace_hist_total(output),
         };
         match counted {
             Some(count) if count == self.calls => Ok(avg),
             // The floor has no filter: it also times other tasks' calls (the host's daemons).
-            Some(count) if variant == Variant::Floor && count > self.calls => Ok(avg),
+            Some(count)
+                if matches!(variant, Variant::Floor | Variant::FloorRaw) && count > self.calls =>
+            {
+                Ok(avg)
+            }
             Some(count) => Err(format!("counted {count} calls, not {}", self.calls)),
             None => Err(format!(
                 "no call count in its output: {}",
@@ -150,12 +171,22 @@ enum Variant {
     Floor,
     Hotprof,
     Bpftrace,
+    /// The empty pair on the raw tracepoints `raw_syscalls:sys_enter`/`sys_exit` (every
+    /// syscall runs it).
+    EmptyRaw,
+    /// The timing floor on the raw tracepoints: the getpid number check first.
+    FloorRaw,
+    /// hotprof forced onto the perf tracepoints (`--syscall-mode tracepoint`).
+    HotprofTracepoint,
     /// Another hotprof build (`--baseline-hotprof`), e.g. before an optimization.
     HotprofBaseline,
 }
 
+/// getpid's x86-64 syscall number, which the raw variants look for.
+const GETPID_NR: u32 = 39;
+
 /// The variants, in the order of the report's rows (each round runs them in its own order).
-fn variants(baseline: bool) -> Vec<Variant> {
+fn variants(baseline: bool, raw_syscalls: bool) -> Vec<Variant> {
     let mut variants = vec![
         Variant::None,
         Variant::Empty,
@@ -163,6 +194,13 @@ fn variants(baseline: bool) -> Vec<Variant> {
         Variant::Hotprof,
         Variant::Bpftrace,
     ];
+    if raw_syscalls {
+        variants.extend([
+            Variant::EmptyRaw,
+            Variant::FloorRaw,
+            Variant::HotprofTracepoint,
+        ]);
+    }
     if baseline {
         variants.push(Variant::HotprofBaseline);
     }
@@ -178,6 +216,9 @@ impl Variant {
             Variant::Hotprof => "hotprof",
             Variant::Bpftrace => "bpftrace",
             Variant::HotprofBaseline => "hotprof-baseline",
+            Variant::EmptyRaw => "empty-raw",
+            Variant::FloorRaw => "floor-raw",
+            Variant::HotprofTracepoint => "hotprof-tracepoint",
         }
     }
 }
@@ -187,8 +228,8 @@ type Samples = BTreeMap<Variant, Vec<Result<f64, String>>>;
 
 /// Host: syscall tracepoints, the only kernel probes the host kernel allows.
 pub fn host(tools: &Tools, rounds: u32) -> Result<String> {
-    let variants = variants(tools.baseline_hotprof.is_some());
     let mechanism = Mechanism::host_tracepoint();
+    let variants = variants(tools.baseline_hotprof.is_some(), mechanism.raw_syscalls);
     let path = format!(
         "{}:{}:{}:{}",
         tools.bin_dir.display(),
@@ -223,12 +264,103 @@ pub fn host(tools: &Tools, rounds: u32) -> Result<String> {
             samples.entry(variant).or_default().push(sample);
         }
     }
-    Ok(render(&mechanism, rounds, &samples, &variants))
+    let mut markdown = render(&mechanism, rounds, &samples, &variants);
+    markdown.push_str(&host_tax(&path, rounds)?);
+    Ok(markdown)
+}
+
+/// fstat calls per run of the other-syscall tax.
+const TAX_CALLS: u64 = 1_000_000;
+
+/// What every *other* syscall pays while getpid is traced: `stat_loop` (fstat, never
+/// traced) under no probe, each mechanism's empty pair, and hotprof in each mode. The raw
+/// tracepoints run for every syscall; the perf ones send every syscall through the kernel's
+/// syscall-tracing slow path once any syscall tracepoint is enabled.
+fn host_tax(path: &str, rounds: u32) -> Result<String> {
+    let workload = format!("stat_loop {TAX_CALLS} /");
+    let variants: [(&str, String); 5] = [
+        ("no probe", workload.clone()),
+        (
+            "empty sys_enter_getpid+sys_exit_getpid pair",
+            format!("empty_probe tracepoint getpid -- {workload}"),
+        ),
+        (
+            "empty raw_syscalls sys_enter+sys_exit pair",
+            format!("empty_probe raw {GETPID_NR} -- {workload}"),
+        ),
+        (
+            "hotprof --syscall getpid (auto)",
+            format!("hotprof --syscall getpid --no-calibrate -- {workload}"),
+        ),
+        (
+            "hotprof --syscall getpid --syscall-mode tracepoint",
+            format!(
+                "hotprof --syscall getpid --syscall-mode tracepoint --no-calibrate -- {workload}"
+            ),
+        ),
+    ];
+    let mut samples: Vec<Vec<Option<f64>>> = vec![Vec::new(); variants.len()];
+    let indices: Vec<usize> = (0..variants.len()).collect();
+    for round in 1..=rounds {
+        for &index in in_round_order(&indices, round - 1) {
+            let command = &variants[index].1;
+            let output = Command::new("sh")
+                .args(["-c", command])
+                .env("PATH", path)
+                .output()
+                .with_context(|| format!("could not run {command}"))?;
+            let text = String::from_utf8_lossy(&output.stdout);
+            let avg = output
+                .status
+                .success()
+                .then(|| stat_loop_avg_ns(&text))
+                .flatten();
+            eprintln!(
+                "[bench] host tax round {round} {}: {avg:?}",
+                variants[index].0
+            );
+            samples[index].push(avg);
+        }
+    }
+    let mut out = format!(
+        "### The tax on every other syscall\n\n`{workload}` (fstat, never traced) while getpid \
+         is traced; {rounds} rounds interleaved as above; median (min–max); tax = ns/fstat − \
+         no probe's, paired per round. The raw pair runs for every syscall of the system; the \
+         perf pair sends every syscall through the kernel's syscall-tracing slow path.\n\n\
+         | variant | ns/fstat | tax ns/call |\n|---|---|---|\n"
+    );
+    for (index, (name, _)) in variants.iter().enumerate() {
+        let values: Vec<f64> = samples[index].iter().flatten().copied().collect();
+        let tax: Vec<f64> = samples[index]
+            .iter()
+            .zip(&samples[0])
+            .filter_map(|(probed, base)| Some((*probed)? - (*base)?))
+            .collect();
+        let ns = Spread::of(&values).map_or("—".into(), |s| s.show());
+        let tax = if index == 0 {
+            "—".into()
+        } else {
+            Spread::of(&tax).map_or("—".into(), |s| s.show())
+        };
+        let _ = writeln!(out, "| {name} | {ns} | {tax} |");
+    }
+    out.push('\n');
+    Ok(out)
+}
+
+/// `avg_ns` of `stat_loop`'s result line.
+fn stat_loop_avg_ns(output: &str) -> Option<f64> {
+    output
+        .lines()
+        .filter_map(|line| line.strip_prefix("stat_loop: "))
+        .flat_map(str::split_whitespace)
+        .find_map(|field| field.strip_prefix("avg_ns="))
+        .and_then(|value| value.parse().ok())
 }
 
 /// 6.12 guest: kprobe and fentry, each variant interleaved with the others.
 pub fn vm(tools: &Tools, rounds: u32) -> Result<String> {
-    let variants = variants(tools.baseline_hotprof.is_some());
+    let variants = variants(tools.baseline_hotprof.is_some(), false);
     let mechanisms = [Mechanism::vm_kprobe(), Mechanism::vm_fentry()];
     let mut script = format!("set +e\nup() {{ {GUEST_UPTIME}; }}\n");
     for round in 1..=rounds {
@@ -340,6 +472,16 @@ fn render(mechanism: &Mechanism, rounds: u32, samples: &Samples, variants: &[Var
             Variant::HotprofBaseline => {
                 format!("baseline hotprof build {}", mechanism.hotprof_args)
             }
+            Variant::EmptyRaw => {
+                "empty raw_syscalls sys_enter+sys_exit pair (every syscall)".into()
+            }
+            Variant::FloorRaw => {
+                "timing floor, raw tracepoints (getpid's number checked first)".to_owned()
+            }
+            Variant::HotprofTracepoint => format!(
+                "hotprof {} --syscall-mode tracepoint",
+                mechanism.hotprof_args
+            ),
         };
         let values: Vec<f64> = samples[&variant]
             .iter()
@@ -363,10 +505,12 @@ fn render(mechanism: &Mechanism, rounds: u32, samples: &Samples, variants: &[Var
     }
     let median = |variant| Spread::of(&overheads(variant)).map(|s| s.median);
     let ratio_of = |of: Variant, other: Option<f64>, goal: Option<f64>, what: &str| -> String {
-        let who = if of == Variant::Hotprof {
-            "hotprof"
-        } else {
-            "timing floor"
+        let who = match of {
+            Variant::Hotprof => "hotprof",
+            Variant::HotprofTracepoint => "hotprof --syscall-mode tracepoint",
+            Variant::FloorRaw => "raw timing floor",
+            Variant::EmptyRaw => "empty raw pair",
+            _ => "timing floor",
         };
         match (median(of), other) {
             (Some(h), Some(o)) if o > 0.0 => {
@@ -399,6 +543,35 @@ fn render(mechanism: &Mechanism, rounds: u32, samples: &Samples, variants: &[Var
         mechanism.goal_vs_empty,
         mechanism.empty_name,
     ));
+    if mechanism.raw_syscalls {
+        // The same goal for hotprof held to the perf tracepoints, and the raw floor's share.
+        let forced =
+            |other, goal, what: &str| ratio_of(Variant::HotprofTracepoint, other, goal, what);
+        out.push_str(&forced(
+            median(Variant::Empty),
+            mechanism.goal_vs_empty,
+            mechanism.empty_name,
+        ));
+        out.push_str(&forced(median(Variant::Bpftrace), Some(0.5), "bpftrace"));
+        out.push_str(&ratio_of(
+            Variant::FloorRaw,
+            median(Variant::Empty),
+            mechanism.goal_vs_empty,
+            mechanism.empty_name,
+        ));
+        out.push_str(&ratio_of(
+            Variant::EmptyRaw,
+            median(Variant::Empty),
+            None,
+            mechanism.empty_name,
+        ));
+        out.push_str(
+            "\nFor a run limited to a command (as here) hotprof's `--syscall` picks the raw \
+             tracepoints (its report's `mode`: `raw_syscall`; system-wide it picks the perf ones, \
+             whose tax on every other syscall is lower: below); `--syscall-mode tracepoint|raw` \
+             forces either.\n",
+        );
+    }
     if variants.contains(&Variant::HotprofBaseline) {
         out.push_str(&ratio(
             median(Variant::HotprofBaseline),
@@ -455,5 +628,23 @@ mod tests {
         assert_eq!(bpftrace_hist_total("Attaching 2 probes...\n"), None);
         let hotprof = "getpid\n  calls 100000   total 184 ms   min 1.39 µs\n";
         assert_eq!(hotprof_calls(hotprof), Some(100_000));
+    }
+
+    #[test]
+    fn the_tax_reads_stat_loop_s_average_and_raw_variants_only_run_on_the_host() {
+        let output = "stat_loop: calls=1000000 avg_ns=431.7 total_ns=431700000 pid=7\n";
+        assert_eq!(stat_loop_avg_ns(output), Some(431.7));
+        assert_eq!(stat_loop_avg_ns("syscall_lat: calls=1 avg_ns=2.0"), None);
+        let host = Mechanism::host_tracepoint();
+        assert!(variants(false, host.raw_syscalls).contains(&Variant::FloorRaw));
+        assert!(!variants(false, Mechanism::vm_kprobe().raw_syscalls).contains(&Variant::EmptyRaw));
+        assert_eq!(
+            host.command(Variant::FloorRaw),
+            "empty_probe --timed raw 39 -- syscall_lat 1000000"
+        );
+        assert_eq!(
+            host.command(Variant::HotprofTracepoint),
+            "hotprof --syscall getpid --syscall-mode tracepoint --no-calibrate -- syscall_lat 1000000"
+        );
     }
 }

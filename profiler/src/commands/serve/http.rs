@@ -222,6 +222,7 @@ mod tests {
             functions: vec![function],
             losses: Losses::default(),
             probe_overhead_ns: None,
+            probe_bias_ns: None,
             runs: vec![],
             intervals: vec![],
         }

@@ -79,7 +79,7 @@ struct Live {
     probed: Vec<Probed>,
     mode: AttachedMode,
     task_store: TaskStore,
-    overhead: Option<f64>,
+    overhead: Option<crate::calibrate::Overhead>,
     command: Vec<String>,
     keys: KeyNames,
     condition: Option<crate::model::FilterExpr>,
@@ -130,10 +130,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
         probed,
         mode,
         task_store,
-        overhead,
+        calibration,
         keys,
         ..
     } = session::attach(&spec, filter)?;
+    // While the probes run: the overhead is exported from the start.
+    let overhead = calibration.and_then(|c| c.measure_or_note());
     let mut workload = Followed::spawn(&mut ebpf, &args.command, &args.probe.filter.pids)?;
     let started = Instant::now();
     workload.release()?;

@@ -157,6 +157,10 @@ pub fn render_recording(recording: &Recording, flamegraph: Option<&[u8]>) -> Str
 
     if let Some(svg) = flamegraph {
         body.push_str("<h2>Flamegraph</h2>\n");
+        // `--stacks-every N`: the widths are estimates; say so above the picture too.
+        if let Some(sampling) = crate::report::stacks::sampling_summary(recording) {
+            body.push_str(&format!("<p>{}</p>\n", escape(&sampling)));
+        }
         body.push_str(&flamegraph_section(svg));
     }
     page(&title, &body)
@@ -329,6 +333,15 @@ mod tests {
         let html = render_recording(&recording("f", &[1]), Some(svg));
         assert!(html.contains("style=\"height:342px\" src=\"data:image/svg+xml;base64,"));
         assert!(!html.contains("http://") && !html.contains("https://"));
+        assert!(!html.contains("per-path figures are estimates"));
+        // `--stacks-every 8`: the page says the widths are estimates.
+        let mut sampled = recording("f", &[1]);
+        sampled.functions[0].note_stacks(8, 1);
+        let html = render_recording(&sampled, Some(svg));
+        assert!(html.contains(
+            "<h2>Flamegraph</h2>\n<p>stacks of a random 1 in 8 calls, each counted ×8: \
+             per-path figures are estimates</p>"
+        ));
     }
 
     #[test]

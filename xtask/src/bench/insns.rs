@@ -1,0 +1,903 @@
+//! Instructions per getpid call, counted by a QEMU TCG plugin, and where they go.
+//!
+//! TCG time swings by tens of percent from run to run; the number of guest instructions a call
+//! executes does not. `xtask/qemu-plugin/insn_count.c` (built here with the system `cc`)
+//! counts the instructions the guest executes between two marker instructions, which
+//! `syscall_lat --marker` executes right before and after its loop, on the vCPU that executed
+//! the first marker (the workload is pinned to CPU 1, the tool to CPU 0). It also counts them
+//! per translated block start address; with the guest's kallsyms saved while the probes were
+//! attached (BPF JIT images are `bpf_prog_<tag>_<name>`, trampolines `bpf_trampoline_<id>`),
+//! those become instructions per kernel symbol, and the difference from the unprobed run says
+//! where a probe's instructions go.
+//!
+//! All runs share one guest boot (one KASLR layout, so one kallsyms for the kernel's text);
+//! the i-th window of the plugin's report belongs to the i-th run whose `syscall_lat` finished.
+
+mod parse;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+use self::parse::{
+    Added, Category, SymbolTable, Window, added_per_call, bpf_program_entries, by_category,
+    insns_by_symbol, parse_plugin_report,
+};
+use super::{GUEST_UPTIME, Tools, vm_run_with};
+use crate::util::{secs, step, target_dir, workspace_root};
+use crate::vm::Accel;
+
+/// getpid calls per run. The count is exact, so more calls would not sharpen it; the
+/// per-call figure only has to drown the few instructions around the markers and the
+/// occasional timer interrupt (a few thousand instructions, < 0.1 per call at this size).
+const CALLS: u64 = 100_000;
+
+/// Rows of each attribution table.
+const TOP_SYMBOLS: usize = 15;
+
+/// The workload, as every variant runs it: save the probes' kallsyms lines while they are
+/// attached, then (same pid, for bpftrace's `cpid`) syscall_lat on CPU 1 with the markers.
+/// The tools themselves run on CPU 0 (`taskset 1`), so their own work stays out of the count.
+const MARKED_WORKLOAD: &str = "/tmp/marked";
+
+/// One probe mechanism and how each variant uses it.
+struct Mechanism {
+    key: &'static str,
+    title: &'static str,
+    empty_mode: &'static str,
+    empty_target: &'static str,
+    hotprof_args: &'static str,
+    bpftrace_entry: &'static str,
+    bpftrace_return: &'static str,
+}
+
+const MECHANISMS: [Mechanism; 3] = [
+    Mechanism {
+        key: "kprobe",
+        title: "kprobe + kretprobe on `__x64_sys_getpid`",
+        empty_mode: "kprobe",
+        empty_target: "__x64_sys_getpid",
+        hotprof_args: "--fn __x64_sys_getpid --mode kprobe",
+        bpftrace_entry: "kprobe:__x64_sys_getpid",
+        bpftrace_return: "kretprobe:__x64_sys_getpid",
+    },
+    // fentry cannot attach to `__x64_sys_getpid` on Debian kernels; `__do_sys_getpid` it can.
+    Mechanism {
+        key: "fentry",
+        title: "fentry + fexit on `__do_sys_getpid`",
+        empty_mode: "fentry",
+        empty_target: "__do_sys_getpid",
+        hotprof_args: "--fn __do_sys_getpid --mode fentry",
+        bpftrace_entry: "kfunc:__do_sys_getpid",
+        bpftrace_return: "kretfunc:__do_sys_getpid",
+    },
+    Mechanism {
+        key: "tracepoint",
+        title: "syscall tracepoints `sys_enter_getpid` + `sys_exit_getpid`",
+        empty_mode: "tracepoint",
+        empty_target: "getpid",
+        hotprof_args: "--syscall getpid",
+        bpftrace_entry: "tracepoint:syscalls:sys_enter_getpid",
+        bpftrace_return: "tracepoint:syscalls:sys_exit_getpid",
+    },
+];
+
+/// What call-site mode would time on getpid's path; the guest says whether it can.
+const CALLSITE_ATTEMPT: &str = "hotprof --fn __x64_sys_getpid --mode callsite --no-calibrate";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Variant {
+    Empty,
+    Floor,
+    Hotprof,
+    HotprofStacks,
+    HotprofOffCpu,
+    Bpftrace,
+}
+
+const VARIANTS: [Variant; 6] = [
+    Variant::Empty,
+    Variant::Floor,
+    Variant::Hotprof,
+    Variant::HotprofStacks,
+    Variant::HotprofOffCpu,
+    Variant::Bpftrace,
+];
+
+impl Variant {
+    fn key(self) -> &'static str {
+        match self {
+            Variant::Empty => "empty",
+            Variant::Floor => "floor",
+            Variant::Hotprof => "hotprof",
+            Variant::HotprofStacks => "hotprof-stacks",
+            Variant::HotprofOffCpu => "hotprof-offcpu",
+            Variant::Bpftrace => "bpftrace",
+        }
+    }
+
+    fn title(self, mechanism: &Mechanism) -> String {
+        match self {
+            Variant::Empty => "empty pair".into(),
+            Variant::Floor => "timing floor (task-storage start + 1 bucket)".into(),
+            Variant::Hotprof => format!("hotprof {}", mechanism.hotprof_args),
+            Variant::HotprofStacks => "hotprof … --stacks".into(),
+            Variant::HotprofOffCpu => "hotprof … --off-cpu".into(),
+            Variant::Bpftrace => "bpftrace (@start[tid] + hist())".into(),
+        }
+    }
+
+    /// The guest command: every variant runs [`MARKED_WORKLOAD`] with `syms` as its argument.
+    fn command(self, mechanism: &Mechanism, syms: &str) -> String {
+        let workload = format!("{MARKED_WORKLOAD} {syms}");
+        let hotprof = |extra: &str| {
+            format!(
+                "hotprof {}{extra} --no-calibrate -- {workload}",
+                mechanism.hotprof_args
+            )
+        };
+        let tool = match self {
+            Variant::Empty => format!(
+                "empty_probe {} {} -- {workload}",
+                mechanism.empty_mode, mechanism.empty_target
+            ),
+            Variant::Floor => format!(
+                "empty_probe --timed {} {} -- {workload}",
+                mechanism.empty_mode, mechanism.empty_target
+            ),
+            Variant::Hotprof => hotprof(""),
+            Variant::HotprofStacks => hotprof(" --stacks"),
+            Variant::HotprofOffCpu => hotprof(" --off-cpu"),
+            // The same program as the probe-cost section's bpftrace variant. `-c` wants an
+            // ELF file, so the shell runs the script (and execs the workload: same pid).
+            Variant::Bpftrace => format!(
+                "bpftrace -e '{} /pid == cpid/ {{ @start[tid] = nsecs; }} \
+                 {} /@start[tid]/ {{ @ns = hist(nsecs - @start[tid]); delete(@start[tid]); }}' \
+                 -c \"/bin/sh {workload}\"",
+                mechanism.bpftrace_entry, mechanism.bpftrace_return
+            ),
+        };
+        format!("taskset 1 {tool}")
+    }
+
+    /// The tool's own count of the calls it timed, where it prints one.
+    fn tool_count(self, output: &str) -> Option<Option<u64>> {
+        match self {
+            Variant::Empty => None,
+            Variant::Floor | Variant::Hotprof | Variant::HotprofStacks | Variant::HotprofOffCpu => {
+                Some(first_calls_line(output))
+            }
+            Variant::Bpftrace => Some(bpftrace_hist_total(output)),
+        }
+    }
+}
+
+/// One run of the guest script.
+#[derive(Clone)]
+struct Run {
+    /// File stem under /out.
+    key: String,
+    /// None: the unprobed run.
+    probe: Option<(usize, Variant)>,
+}
+
+fn runs() -> Vec<Run> {
+    let mut runs = vec![Run {
+        key: "bare".into(),
+        probe: None,
+    }];
+    for (index, mechanism) in MECHANISMS.iter().enumerate() {
+        for variant in VARIANTS {
+            runs.push(Run {
+                key: format!("{}-{}", mechanism.key, variant.key()),
+                probe: Some((index, variant)),
+            });
+        }
+    }
+    // Determinism, checked once: the first mechanism's hotprof again, last, after every
+    // other run has changed the guest's state.
+    runs.push(Run {
+        key: format!("{}-{}-again", MECHANISMS[0].key, Variant::Hotprof.key()),
+        probe: Some((0, Variant::Hotprof)),
+    });
+    runs
+}
+
+/// What one run produced.
+struct Measured {
+    output: String,
+    window: Option<Window>,
+    /// Its instructions by symbol (kernel text + its own probes' symbols).
+    by_symbol: BTreeMap<String, u64>,
+    program_entries: u64,
+    guest_secs: f64,
+}
+
+impl Measured {
+    fn per_call(&self) -> Option<f64> {
+        self.window.as_ref().map(|w| w.insns as f64 / CALLS as f64)
+    }
+}
+
+pub fn run(tools: &Tools) -> Result<String> {
+    let started = Instant::now();
+    let plugin = build_plugin()?;
+    let dir = target_dir().join("bench");
+    let report_path = dir.join("insn-count.txt");
+    let report_arg = report_path.to_string_lossy().into_owned();
+    if report_arg.contains(',') || plugin.to_string_lossy().contains(',') {
+        bail!("qemu's -plugin option cannot take a path with a comma: {report_arg}");
+    }
+    let _ = fs::remove_file(&report_path);
+    let runs = runs();
+    let script = guest_script(&runs);
+    // Start-up of bpftrace and hotprof dominates under TCG (~10 s each); 40 s per run leaves
+    // room for a slow one, and the boot.
+    let timeout = Duration::from_secs(120 + 40 * runs.len() as u64);
+    let plugin_arg = format!("{},out={report_arg}", plugin.display());
+    let outcome = vm_run_with(tools, "insns", &script, timeout, |run| {
+        // A plugin only sees TCG: under KVM it would count nothing.
+        run.accel = Accel::Tcg;
+        run.extra_qemu_args = vec!["-plugin".into(), plugin_arg];
+    })?;
+    let report_text = fs::read_to_string(&report_path).with_context(|| {
+        format!(
+            "the plugin wrote no report to {} (did qemu load it?)",
+            report_path.display()
+        )
+    })?;
+    let windows = parse_plugin_report(&report_text)?;
+    let out = &outcome.out_dir;
+    let kernel_symbols = gunzip(&out.join("kallsyms.gz"))?;
+    let mut base_table = SymbolTable::default();
+    base_table.add_kallsyms(&kernel_symbols)?;
+
+    // Windows in order, one per run whose syscall_lat finished.
+    let finished: Vec<bool> = runs
+        .iter()
+        .map(|run| {
+            let output = read_or_empty(&out.join(format!("{}.txt", run.key)));
+            output.lines().any(|line| line.starts_with("syscall_lat: "))
+        })
+        .collect();
+    let expected = finished.iter().filter(|f| **f).count();
+    if windows.len() != expected {
+        bail!(
+            "the plugin saw {} marker windows, but {expected} runs finished their loop: \
+             markers missed (KVM instead of TCG? the workload migrated between CPUs?)",
+            windows.len()
+        );
+    }
+    if windows.is_empty() {
+        bail!("no run finished its loop, and the plugin saw no markers");
+    }
+    let mut windows = windows.into_iter();
+    let mut measured: BTreeMap<String, Measured> = BTreeMap::new();
+    for (run, finished) in runs.iter().zip(&finished) {
+        let output = read_or_empty(&out.join(format!("{}.txt", run.key)));
+        let window = finished.then(|| windows.next()).flatten();
+        let mut table = base_table.clone();
+        let syms = read_or_empty(&out.join(format!("{}.syms", run.key)));
+        table.add_kallsyms(&syms)?;
+        let (by_symbol, program_entries) = match &window {
+            Some(window) => (
+                insns_by_symbol(window, &table),
+                bpf_program_entries(window, &table),
+            ),
+            None => (BTreeMap::new(), 0),
+        };
+        measured.insert(
+            run.key.clone(),
+            Measured {
+                guest_secs: run_secs(&output),
+                output,
+                window,
+                by_symbol,
+                program_entries,
+            },
+        );
+    }
+    let callsite = read_or_empty(&out.join("callsite.txt"));
+    let markdown = render(
+        &runs,
+        &measured,
+        &callsite,
+        started.elapsed(),
+        base_table.len(),
+    );
+    let slowest: Vec<String> = {
+        let mut by_time: Vec<(&String, f64)> =
+            measured.iter().map(|(k, m)| (k, m.guest_secs)).collect();
+        by_time.sort_by(|a, b| b.1.total_cmp(&a.1));
+        by_time
+            .iter()
+            .take(5)
+            .map(|(k, s)| format!("{k} {s:.0} s"))
+            .collect()
+    };
+    step(
+        "bench",
+        &format!(
+            "insns: {} in all; slowest runs in the guest: {}",
+            secs(started.elapsed()),
+            slowest.join(", ")
+        ),
+    );
+    Ok(markdown)
+}
+
+/// Compiles the plugin into `target/bench/insn_count.so` unless the copy of the source beside
+/// it shows it was built from this very source.
+fn build_plugin() -> Result<PathBuf> {
+    let source = workspace_root()
+        .join("xtask")
+        .join("qemu-plugin")
+        .join("insn_count.c");
+    let dir = target_dir().join("bench");
+    fs::create_dir_all(&dir).with_context(|| format!("could not create {}", dir.display()))?;
+    let plugin = dir.join("insn_count.so");
+    let built_from = dir.join("insn_count.built-from.c");
+    let text = fs::read(&source).with_context(|| format!("could not read {}", source.display()))?;
+    if plugin.is_file() && fs::read(&built_from).is_ok_and(|old| old == text) {
+        return Ok(plugin);
+    }
+    let output = Command::new("cc")
+        .args([
+            "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror", "-o",
+        ])
+        .arg(&plugin)
+        .arg(&source)
+        .output()
+        .context("could not run cc (the system C compiler builds the QEMU plugin)")?;
+    if !output.status.success() {
+        bail!(
+            "cc could not build {}:\n{}",
+            source.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    fs::write(&built_from, &text)
+        .with_context(|| format!("could not write {}", built_from.display()))?;
+    step("bench", &format!("built {}", plugin.display()));
+    Ok(plugin)
+}
+
+/// The guest script: the kernel's text symbols once, the call-site attempt, then every run.
+fn guest_script(runs: &[Run]) -> String {
+    let mut script = format!(
+        "set +e\nup() {{ {GUEST_UPTIME}; }}\nmkdir -p /tmp\n\
+         cat > {MARKED_WORKLOAD} <<'EOF'\n#!/bin/sh\n\
+         grep -F -e '[bpf]' -e '[__builtin__' /proc/kallsyms > \"$1\"\n\
+         exec taskset 2 syscall_lat --marker {CALLS}\nEOF\n\
+         chmod +x {MARKED_WORKLOAD}\n\
+         grep ' [tT] ' /proc/kallsyms | gzip > /out/kallsyms.gz\n\
+         {CALLSITE_ATTEMPT} -- true > /out/callsite.txt 2>&1; \
+         echo \"bench-exit=$?\" >> /out/callsite.txt\n"
+    );
+    for run in runs {
+        let syms = format!("/out/{}.syms", run.key);
+        let command = match run.probe {
+            None => format!("taskset 1 {MARKED_WORKLOAD} {syms}"),
+            Some((mechanism, variant)) => variant.command(&MECHANISMS[mechanism], &syms),
+        };
+        let file = format!("/out/{}.txt", run.key);
+        let _ = writeln!(
+            script,
+            "t=$(up); {command} > {file} 2>&1; echo \"bench-exit=$?\" >> {file}; \
+             echo \"bench-secs=$t $(up)\" >> {file}"
+        );
+    }
+    script
+}
+
+fn gunzip(path: &Path) -> Result<String> {
+    let output = Command::new("gzip")
+        .arg("-dc")
+        .arg(path)
+        .output()
+        .with_context(|| format!("could not run gzip -dc {}", path.display()))?;
+    if !output.status.success() {
+        bail!(
+            "gzip -dc {} failed: {}",
+            path.display(),
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    String::from_utf8(output.stdout).with_context(|| format!("{} is not text", path.display()))
+}
+
+fn read_or_empty(path: &Path) -> String {
+    fs::read_to_string(path).unwrap_or_default()
+}
+
+/// The markdown: per mechanism the instruction table and goals, the determinism check, then
+/// where each variant's instructions go.
+fn render(
+    runs: &[Run],
+    measured: &BTreeMap<String, Measured>,
+    callsite: &str,
+    took: Duration,
+    kernel_symbols: usize,
+) -> String {
+    let bare = &measured["bare"];
+    let mut out = format!(
+        "## Instructions per call (QEMU TCG plugin)\n\n\
+         Guest instructions executed per getpid call on the workload's vCPU, counted by \
+         `xtask/qemu-plugin/insn_count.c` between the marker instructions of \
+         `syscall_lat --marker {CALLS}` (6.12 guest, TCG, workload on CPU 1, tools on CPU 0), \
+         user space and interrupts included. The guest boots with `audit=1` like every other \
+         guest (for the audit workloads), so every syscall also runs audit's entry and exit \
+         hooks (`syscall_trace_enter`, `__audit_syscall_entry`/`_exit`, \
+         `audit_reset_context`: about 170 instructions, in the unprobed run too); the syscall \
+         tracepoints' added figures are smaller by the part of `syscall_trace_enter` that \
+         audit already pays. The count is deterministic, so one round \
+         suffices (checked below by running one variant twice). Added = instructions per call \
+         − the unprobed run's. \"program entries\" are the plugin's count of BPF program \
+         and subprogram starts per call (at least 2 required), and the check also compares \
+         the tool's own call count (hotprof, floor, bpftrace) with the calls made: both show \
+         the probe really ran on every call.\n\n"
+    );
+    let check = |key: &str, variant: Option<Variant>| -> String {
+        let Some(run) = measured.get(key) else {
+            return "not run".into();
+        };
+        let exit = run
+            .output
+            .lines()
+            .rev()
+            .find_map(|l| l.strip_prefix("bench-exit="));
+        if exit != Some("0") {
+            return format!(
+                "failed (exit {}): {}",
+                exit.unwrap_or("?"),
+                last_line(&run.output)
+            );
+        }
+        if run.window.is_none() {
+            return "no marker window".into();
+        }
+        let Some(variant) = variant else {
+            return "ok".into();
+        };
+        // Two programs per call at least (entry + return), counted by the plugin.
+        if run.program_entries < 2 * CALLS {
+            return format!(
+                "probe did not run: {} program entries for {CALLS} calls",
+                run.program_entries
+            );
+        }
+        match variant.tool_count(&run.output) {
+            None => "ok".into(),
+            Some(None) => format!("no call count in its output: {}", last_line(&run.output)),
+            // The wrapper shell's own getpid (ash reads its pid at start) is counted too; the
+            // floor has no pid filter and also times any other task's getpid.
+            Some(Some(count))
+                if count >= CALLS && (count <= CALLS + 4 || variant == Variant::Floor) =>
+            {
+                "ok".into()
+            }
+            Some(Some(count)) => format!("counted {count} calls, not {CALLS}"),
+        }
+    };
+    let added = |key: &str| -> Option<f64> {
+        let run = measured.get(key)?;
+        if !check(key, None).starts_with("ok") {
+            return None;
+        }
+        Some(run.per_call()? - bare.per_call()?)
+    };
+    let valid = |key: &str, variant: Variant| check(key, Some(variant)) == "ok";
+    let _ = writeln!(
+        out,
+        "Unprobed: **{}** instructions per call ({}).\n",
+        bare.per_call().map_or("—".into(), |v| format!("{v:.1}")),
+        check("bare", None)
+    );
+    for mechanism in &MECHANISMS {
+        let _ = writeln!(
+            out,
+            "### {}\n\n| variant | insns/call | added/call | program entries/call | check |\n\
+             |---|---|---|---|---|",
+            mechanism.title
+        );
+        for variant in VARIANTS {
+            let key = format!("{}-{}", mechanism.key, variant.key());
+            let run = &measured[&key];
+            // Which mechanism hotprof chose (`--syscall` has more than one).
+            let title = match hotprof_mode(&run.output) {
+                Some(mode) => format!("{} ({mode} mode)", variant.title(mechanism)),
+                None => variant.title(mechanism),
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {:.2} | {} |",
+                title,
+                run.per_call().map_or("—".into(), |v| format!("{v:.1}")),
+                added(&key).map_or("—".into(), |v| format!("+{v:.1}")),
+                run.program_entries as f64 / CALLS as f64,
+                check(&key, Some(variant)),
+            );
+        }
+        let of = |variant: Variant| {
+            let key = format!("{}-{}", mechanism.key, variant.key());
+            added(&key).filter(|_| valid(&key, variant))
+        };
+        out.push('\n');
+        out.push_str(&ratio_line(
+            "hotprof / timing floor",
+            of(Variant::Hotprof),
+            of(Variant::Floor),
+            1.10,
+        ));
+        out.push_str(&ratio_line(
+            "hotprof / bpftrace",
+            of(Variant::Hotprof),
+            of(Variant::Bpftrace),
+            0.5,
+        ));
+        out.push_str(&ratio_line(
+            "hotprof --stacks / hotprof",
+            of(Variant::HotprofStacks),
+            of(Variant::Hotprof),
+            2.0,
+        ));
+        out.push_str(&ratio_line(
+            "hotprof --off-cpu / hotprof",
+            of(Variant::HotprofOffCpu),
+            of(Variant::Hotprof),
+            f64::NAN,
+        ));
+        out.push('\n');
+    }
+    let callsite_line = last_line(callsite);
+    let _ = writeln!(
+        out,
+        "### Call-site kprobes\n\nNot measurable on getpid's path: `{CALLSITE_ATTEMPT}` in the \
+         guest says: `{callsite_line}` (`x64_sys_call` reaches `__x64_sys_getpid` by a tail \
+         call, and its own caller `do_syscall_64` is notrace).\n"
+    );
+    let first = format!("{}-{}", MECHANISMS[0].key, Variant::Hotprof.key());
+    let again = format!("{first}-again");
+    match (
+        measured.get(&first).and_then(|m| m.window.as_ref()),
+        measured.get(&again).and_then(|m| m.window.as_ref()),
+    ) {
+        (Some(a), Some(b)) => {
+            let diff = b.insns as f64 - a.insns as f64;
+            let _ = writeln!(
+                out,
+                "Determinism: `{first}` ran twice in the same boot, first and last: {} and {} \
+                 instructions, a difference of {diff:+.0} ({:+.4} %, {:+.2} per call).\n",
+                a.insns,
+                b.insns,
+                100.0 * diff / a.insns as f64,
+                diff / CALLS as f64
+            );
+        }
+        _ => {
+            let _ = writeln!(
+                out,
+                "Determinism: not checked (`{again}` did not finish).\n"
+            );
+        }
+    }
+    out.push_str(&attribution(runs, measured, kernel_symbols));
+    out.push_str(&bare_table(bare));
+    let _ = writeln!(
+        out,
+        "Section time: {} (one TCG boot with the plugin, {} runs).\n",
+        secs(took),
+        runs.len()
+    );
+    out
+}
+
+/// `- what: **1.23×** (goal ≤ G×: met)`; a NaN goal prints the ratio alone.
+fn ratio_line(what: &str, numerator: Option<f64>, denominator: Option<f64>, goal: f64) -> String {
+    match (numerator, denominator) {
+        (Some(n), Some(d)) if d > 0.0 => {
+            let value = n / d;
+            let verdict = if goal.is_nan() {
+                String::new()
+            } else {
+                format!(
+                    " (goal ≤ {goal:.2}×: {})",
+                    if value <= goal { "met" } else { "not met" }
+                )
+            };
+            format!("- {what}: **{value:.2}×** ({n:+.0} / {d:+.0}){verdict}\n")
+        }
+        _ => format!("- {what}: not measured\n"),
+    }
+}
+
+/// Per probed run: added instructions per call by category and the top symbols.
+fn attribution(
+    runs: &[Run],
+    measured: &BTreeMap<String, Measured>,
+    kernel_symbols: usize,
+) -> String {
+    let bare = &measured["bare"].by_symbol;
+    let mut out = format!(
+        "### Where the instructions go\n\n\
+         Added instructions per call relative to the unprobed run, by kernel symbol: the \
+         plugin counts per translated block, attributed to the symbol at or below the block's \
+         start address ({kernel_symbols} kernel text symbols plus each run's `[bpf]` and \
+         `[__builtin__*]` lines of kallsyms, saved while its probes were attached). Categories: \
+         {}.\n\n",
+        [
+            Category::Programs,
+            Category::Helpers,
+            Category::StackWalk,
+            Category::Dispatch,
+            Category::Kprobe,
+            Category::Trampoline,
+            Category::Tracepoint,
+            Category::OtherKernel,
+            Category::User,
+        ]
+        .map(Category::label)
+        .join(", ")
+    );
+    // First what the issue's goals are about: hotprof's instructions above the floor's.
+    for mechanism in &MECHANISMS {
+        let key = |variant: Variant| format!("{}-{}", mechanism.key, variant.key());
+        let (Some(hotprof), Some(floor)) = (
+            measured
+                .get(&key(Variant::Hotprof))
+                .filter(|m| m.window.is_some()),
+            measured
+                .get(&key(Variant::Floor))
+                .filter(|m| m.window.is_some()),
+        ) else {
+            continue;
+        };
+        let rows = added_per_call(&hotprof.by_symbol, &floor.by_symbol, CALLS);
+        let total: f64 = rows.iter().map(|r| r.per_call).sum();
+        let _ = writeln!(
+            out,
+            "#### {}: hotprof above the timing floor ({total:+.1}/call)\n\n\
+             hotprof's run minus the floor's, by symbol (the floor's own programs show as \
+             negative rows).\n",
+            mechanism.key
+        );
+        out.push_str(&category_table(&rows));
+        out.push_str(&top_table(&rows));
+    }
+    for run in runs.iter().filter(|run| run.probe.is_some()) {
+        let Some((mechanism, variant)) = run.probe else {
+            continue;
+        };
+        if run.key.ends_with("-again") {
+            continue;
+        }
+        let Some(measured_run) = measured.get(&run.key).filter(|m| m.window.is_some()) else {
+            let _ = writeln!(out, "#### {}\n\nno window.\n", run.key);
+            continue;
+        };
+        let rows = added_per_call(&measured_run.by_symbol, bare, CALLS);
+        let total: f64 = rows.iter().map(|r| r.per_call).sum();
+        let _ = writeln!(
+            out,
+            "#### {}: {} ({total:+.1}/call)\n",
+            MECHANISMS[mechanism].key,
+            variant.title(&MECHANISMS[mechanism])
+        );
+        out.push_str(&category_table(&rows));
+        out.push_str(&top_table(&rows));
+    }
+    out
+}
+
+/// Where the unprobed call's own instructions go: the syscall path every variant shares.
+fn bare_table(bare: &Measured) -> String {
+    let rows = added_per_call(&bare.by_symbol, &BTreeMap::new(), CALLS);
+    let mut out = String::from("#### The unprobed call itself\n\n");
+    out.push_str(&top_table(&rows).replace("added/call", "insns/call"));
+    out
+}
+
+fn category_table(rows: &[Added]) -> String {
+    let mut out = String::from("| category | added/call |\n|---|---|\n");
+    // Categories whose rows cancel out (±0.0) say nothing.
+    for (category, per_call) in by_category(rows)
+        .into_iter()
+        .filter(|(_, v)| v.abs() >= 0.05)
+    {
+        let _ = writeln!(out, "| {} | {per_call:+.1} |", category.label());
+    }
+    out.push('\n');
+    out
+}
+
+fn top_table(rows: &[Added]) -> String {
+    let mut out = String::from("| symbol | category | added/call |\n|---|---|---|\n");
+    for row in rows.iter().take(TOP_SYMBOLS) {
+        let _ = writeln!(
+            out,
+            "| `{}` | {} | {:+.1} |",
+            row.symbol,
+            row.category.label(),
+            row.per_call
+        );
+    }
+    if rows.len() > TOP_SYMBOLS {
+        let rest: f64 = rows[TOP_SYMBOLS..].iter().map(|r| r.per_call).sum();
+        let _ = writeln!(
+            out,
+            "| {} more symbols | | {rest:+.1} |",
+            rows.len() - TOP_SYMBOLS
+        );
+    }
+    out.push('\n');
+    out
+}
+
+/// A run's wall time in the guest, from its `bench-secs=START END` line (uptime seconds).
+fn run_secs(output: &str) -> f64 {
+    output
+        .lines()
+        .rev()
+        .find_map(|line| {
+            let mut times = line.strip_prefix("bench-secs=")?.split(' ');
+            let start: f64 = times.next()?.parse().ok()?;
+            let end: f64 = times.next()?.parse().ok()?;
+            Some(end - start)
+        })
+        .unwrap_or(0.0)
+}
+
+/// The mode hotprof's report names: `hotprof: 1 function, raw_syscall mode, kernel …`.
+fn hotprof_mode(output: &str) -> Option<&str> {
+    output.lines().find_map(|line| {
+        let rest = line.strip_prefix("hotprof: ")?;
+        rest.split(", ")
+            .find_map(|part| part.strip_suffix(" mode"))
+            .filter(|mode| !mode.contains(' '))
+    })
+}
+
+/// The first `calls N` line: hotprof's (single function) and the timing floor's count.
+fn first_calls_line(output: &str) -> Option<u64> {
+    output.lines().find_map(|line| {
+        let mut fields = line.split_whitespace();
+        (fields.next()? == "calls").then_some(())?;
+        fields.next()?.parse().ok()
+    })
+}
+
+/// Sum of a bpftrace `hist()`'s bucket counts: lines `[lo, hi)   count |@@@|`.
+fn bpftrace_hist_total(output: &str) -> Option<u64> {
+    let counts: Vec<u64> = output
+        .lines()
+        .filter(|line| line.starts_with('[') && line.ends_with('|'))
+        .filter_map(|line| {
+            let (_, rest) = line.split_once([')', ']'])?;
+            rest.split_whitespace().next()?.parse().ok()
+        })
+        .collect();
+    (!counts.is_empty()).then(|| counts.iter().sum())
+}
+
+fn last_line(text: &str) -> &str {
+    text.lines()
+        .rev()
+        .find(|line| {
+            !line.trim().is_empty()
+                && !line.starts_with("bench-exit=")
+                && !line.starts_with("bench-secs=")
+        })
+        .unwrap_or("(no output)")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_variant_runs_the_marked_workload_pinned() {
+        for mechanism in &MECHANISMS {
+            for variant in VARIANTS {
+                let command = variant.command(mechanism, "/out/x.syms");
+                assert!(command.starts_with("taskset 1 "), "{command}");
+                assert!(command.contains("/tmp/marked /out/x.syms"), "{command}");
+            }
+        }
+        let bpftrace = Variant::Bpftrace.command(&MECHANISMS[0], "/out/k.syms");
+        assert!(
+            bpftrace.contains("kprobe:__x64_sys_getpid /pid == cpid/")
+                && bpftrace.ends_with("-c \"/bin/sh /tmp/marked /out/k.syms\""),
+            "{bpftrace}"
+        );
+        assert_eq!(
+            Variant::HotprofStacks.command(&MECHANISMS[2], "s"),
+            "taskset 1 hotprof --syscall getpid --stacks --no-calibrate -- /tmp/marked s"
+        );
+    }
+
+    #[test]
+    fn the_script_runs_bare_first_and_the_repeat_last() {
+        let runs = runs();
+        assert_eq!(runs.len(), 2 + MECHANISMS.len() * VARIANTS.len());
+        let script = guest_script(&runs);
+        let bare = script.find("> /out/bare.txt").expect("bare run");
+        let again = script
+            .find("> /out/kprobe-hotprof-again.txt")
+            .expect("repeat");
+        let other = script
+            .find("> /out/fentry-bpftrace.txt")
+            .expect("fentry run");
+        assert!(bare < other && other < again);
+        assert!(script.contains("exec taskset 2 syscall_lat --marker 100000"));
+    }
+
+    #[test]
+    fn ratios_and_goals() {
+        assert_eq!(
+            ratio_line("h / f", Some(110.0), Some(100.0), 1.10),
+            "- h / f: **1.10×** (+110 / +100) (goal ≤ 1.10×: met)\n"
+        );
+        assert!(ratio_line("h / f", Some(111.0), Some(100.0), 1.10).ends_with("not met)\n"));
+        assert_eq!(ratio_line("x", None, Some(1.0), 2.0), "- x: not measured\n");
+        assert_eq!(
+            ratio_line("x", Some(3.0), Some(2.0), f64::NAN),
+            "- x: **1.50×** (+3 / +2)\n"
+        );
+    }
+
+    #[test]
+    fn attribution_tables() {
+        let row = |symbol: &str, per_call| Added {
+            symbol: symbol.into(),
+            category: Category::of(symbol),
+            per_call,
+        };
+        let mut rows = vec![
+            row("bpf_prog_aa_kprobe_0", 121.0),
+            row("trace_call_bpf", 0.04),
+            row("migrate_enable", -0.04),
+        ];
+        assert_eq!(
+            category_table(&rows),
+            "| category | added/call |\n|---|---|\n| BPF programs (bpf_prog_*) | +121.0 |\n\n",
+            "categories that cancel out are left out"
+        );
+        rows.extend((0..TOP_SYMBOLS).map(|i| row(&format!("f{i}"), 0.5)));
+        let table = top_table(&rows);
+        assert!(
+            table.starts_with(
+                "| symbol | category | added/call |\n|---|---|---|\n\
+                 | `bpf_prog_aa_kprobe_0` | BPF programs (bpf_prog_*) | +121.0 |\n"
+            ),
+            "{table}"
+        );
+        assert_eq!(
+            table.lines().count(),
+            2 + TOP_SYMBOLS + 1 + 1,
+            "and a blank line"
+        );
+        assert!(
+            table.ends_with("| 3 more symbols | | +1.5 |\n\n"),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn tool_counts() {
+        let hotprof = "getpid\n  calls 100001   total 184 ms\n";
+        assert_eq!(Variant::Hotprof.tool_count(hotprof), Some(Some(100_001)));
+        let bpftrace = "@ns:\n[256, 512)   99990 |@@@@@|\n[512, 1K)   10 |  |\n";
+        assert_eq!(Variant::Bpftrace.tool_count(bpftrace), Some(Some(100_000)));
+        assert_eq!(Variant::Empty.tool_count(""), None);
+        let report = "hotprof: 1 syscall(s) attached (raw_syscall mode), running: x\n\
+                      hotprof: 1 function, raw_syscall mode, kernel 6.12.117, 1.84 s\n";
+        assert_eq!(hotprof_mode(report), Some("raw_syscall"));
+        assert_eq!(hotprof_mode("syscall_lat: calls=1\n"), None);
+        assert_eq!(run_secs("x\nbench-secs=10.5 22.75\n"), 12.25);
+    }
+}
