@@ -28,7 +28,7 @@ use self::parse::{
     Added, Category, SymbolTable, Window, added_per_call, bpf_program_entries, by_category,
     insns_by_symbol, parse_plugin_report,
 };
-use super::{GUEST_UPTIME, Tools, vm_run_with};
+use super::{GUEST_UPTIME, Tools, bpftrace_hist_total, first_calls_line, vm_run_with};
 use crate::util::{secs, step, target_dir, workspace_root};
 use crate::vm::Accel;
 
@@ -760,28 +760,6 @@ fn hotprof_mode(output: &str) -> Option<&str> {
             .find_map(|part| part.strip_suffix(" mode"))
             .filter(|mode| !mode.contains(' '))
     })
-}
-
-/// The first `calls N` line: hotprof's (single function) and the timing floor's count.
-fn first_calls_line(output: &str) -> Option<u64> {
-    output.lines().find_map(|line| {
-        let mut fields = line.split_whitespace();
-        (fields.next()? == "calls").then_some(())?;
-        fields.next()?.parse().ok()
-    })
-}
-
-/// Sum of a bpftrace `hist()`'s bucket counts: lines `[lo, hi)   count |@@@|`.
-fn bpftrace_hist_total(output: &str) -> Option<u64> {
-    let counts: Vec<u64> = output
-        .lines()
-        .filter(|line| line.starts_with('[') && line.ends_with('|'))
-        .filter_map(|line| {
-            let (_, rest) = line.split_once([')', ']'])?;
-            rest.split_whitespace().next()?.parse().ok()
-        })
-        .collect();
-    (!counts.is_empty()).then(|| counts.iter().sum())
 }
 
 fn last_line(text: &str) -> &str {

@@ -341,6 +341,28 @@ pub fn syscall_lat_avg_ns(output: &str) -> Option<f64> {
         .and_then(|value| value.parse().ok())
 }
 
+/// The first `calls N` line: hotprof's (single function) and the timing floor's call count.
+pub fn first_calls_line(output: &str) -> Option<u64> {
+    output.lines().find_map(|line| {
+        let mut fields = line.split_whitespace();
+        (fields.next()? == "calls").then_some(())?;
+        fields.next()?.parse().ok()
+    })
+}
+
+/// Sum of a bpftrace `hist()`'s bucket counts: lines `[lo, hi)   count |@@@|`.
+pub fn bpftrace_hist_total(output: &str) -> Option<u64> {
+    let counts: Vec<u64> = output
+        .lines()
+        .filter(|line| line.starts_with('[') && line.ends_with('|'))
+        .filter_map(|line| {
+            let (_, rest) = line.split_once([')', ']'])?;
+            rest.split_whitespace().next()?.parse().ok()
+        })
+        .collect();
+    (!counts.is_empty()).then(|| counts.iter().sum())
+}
+
 /// The order in which round `round_index` (from 0) runs `count` variants, as indices: row
 /// `round_index` of a Williams design (a Latin square balanced for neighbours). Over
 /// [`order_cycle`] rounds every variant runs in every position, and right after every other
@@ -498,6 +520,15 @@ mod tests {
         );
         assert_eq!(Spread::of(&[2.0, 9.0, 1.0]).map(|s| s.median), Some(2.0));
         assert!(Spread::of(&[]).is_none());
+    }
+
+    #[test]
+    fn counts_from_bpftrace_and_hotprof() {
+        let bpftrace = "@ns:\n[256, 512)        194376 |@@@@@|\n[512, 1K)            319 |   |\n[1M, ...)     5 |  |\n";
+        assert_eq!(bpftrace_hist_total(bpftrace), Some(194_700));
+        assert_eq!(bpftrace_hist_total("Attaching 2 probes...\n"), None);
+        let hotprof = "getpid\n  calls 100000   total 184 ms   min 1.39 µs\n";
+        assert_eq!(first_calls_line(hotprof), Some(100_000));
     }
 
     #[test]

@@ -10,7 +10,10 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use super::{GUEST_UPTIME, Spread, Tools, in_round_order, order_cycle, syscall_lat_avg_ns, vm_run};
+use super::{
+    GUEST_UPTIME, Spread, Tools, bpftrace_hist_total, first_calls_line, in_round_order,
+    order_cycle, syscall_lat_avg_ns, vm_run,
+};
 use crate::util::step;
 
 /// getpid calls per host run: about a second each on a ~1 µs syscall.
@@ -143,7 +146,7 @@ impl Mechanism {
             | Variant::HotprofTracepoint
             | Variant::HotprofBaseline
             | Variant::Floor
-            | Variant::FloorRaw => hotprof_calls(output),
+            | Variant::FloorRaw => first_calls_line(output),
             Variant::Bpftrace => bpftrace_hist_total(output),
         };
         match counted {
@@ -588,28 +591,6 @@ fn render(mechanism: &Mechanism, rounds: u32, samples: &Samples, variants: &[Var
     out
 }
 
-/// The call count of hotprof's (single) function: its `calls N` line.
-fn hotprof_calls(output: &str) -> Option<u64> {
-    output.lines().find_map(|line| {
-        let mut fields = line.split_whitespace();
-        (fields.next()? == "calls").then_some(())?;
-        fields.next()?.parse().ok()
-    })
-}
-
-/// Sum of a bpftrace `hist()`'s bucket counts: lines `[lo, hi)   count |@@@|`.
-fn bpftrace_hist_total(output: &str) -> Option<u64> {
-    let counts: Vec<u64> = output
-        .lines()
-        .filter(|line| line.starts_with('[') && line.ends_with('|'))
-        .filter_map(|line| {
-            let (_, rest) = line.split_once([')', ']'])?;
-            rest.split_whitespace().next()?.parse().ok()
-        })
-        .collect();
-    (!counts.is_empty()).then(|| counts.iter().sum())
-}
-
 fn last_line(text: &str) -> &str {
     text.lines()
         .rev()
@@ -620,15 +601,6 @@ fn last_line(text: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn counts_from_bpftrace_and_hotprof() {
-        let bpftrace = "@ns:\n[256, 512)        194376 |@@@@@|\n[512, 1K)            319 |   |\n[1M, ...)     5 |  |\n";
-        assert_eq!(bpftrace_hist_total(bpftrace), Some(194_700));
-        assert_eq!(bpftrace_hist_total("Attaching 2 probes...\n"), None);
-        let hotprof = "getpid\n  calls 100000   total 184 ms   min 1.39 µs\n";
-        assert_eq!(hotprof_calls(hotprof), Some(100_000));
-    }
 
     #[test]
     fn the_tax_reads_stat_loop_s_average_and_raw_variants_only_run_on_the_host() {
