@@ -166,10 +166,7 @@ impl<'a> EbpfLoader<'a> {
     /// without CO-RE relocations, the only use [`EbpfLoader::new`] has for it, whose parse of
     /// `/sys/kernel/btf/vmlinux` (about 50 ms) is otherwise paid on every load.
     pub fn without_kernel_btf() -> Self {
-        Self {
-            btf: None,
-            ..Self::new_with_btf(None)
-        }
+        Self::new_with_btf(None)
     }
 
     fn new_with_btf(btf: Option<Cow<'a, Btf>>) -> Self {
