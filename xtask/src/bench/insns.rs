@@ -28,7 +28,7 @@ use self::parse::{
     Added, Category, SymbolTable, Window, added_per_call, bpf_program_entries, by_category,
     insns_by_symbol, parse_plugin_report,
 };
-use super::{GUEST_UPTIME, Tools, bpftrace_hist_total, first_calls_line, vm_run_with};
+use super::{GUEST_UPTIME, Tools, bpftrace_hist_total, first_calls_line, run_secs, vm_run_with};
 use crate::util::{secs, step, target_dir, workspace_root};
 use crate::vm::Accel;
 
@@ -736,20 +736,6 @@ fn top_table(rows: &[Added]) -> String {
     }
     out.push('\n');
     out
-}
-
-/// A run's wall time in the guest, from its `bench-secs=START END` line (uptime seconds).
-fn run_secs(output: &str) -> f64 {
-    output
-        .lines()
-        .rev()
-        .find_map(|line| {
-            let mut times = line.strip_prefix("bench-secs=")?.split(' ');
-            let start: f64 = times.next()?.parse().ok()?;
-            let end: f64 = times.next()?.parse().ok()?;
-            Some(end - start)
-        })
-        .unwrap_or(0.0)
 }
 
 /// The mode hotprof's report names: `hotprof: 1 function, raw_syscall mode, kernel …`.

@@ -341,6 +341,20 @@ pub fn syscall_lat_avg_ns(output: &str) -> Option<f64> {
         .and_then(|value| value.parse().ok())
 }
 
+/// A run's wall time in the guest, from its `bench-secs=START END` line (uptime seconds).
+pub fn run_secs(output: &str) -> f64 {
+    output
+        .lines()
+        .rev()
+        .find_map(|line| {
+            let mut times = line.strip_prefix("bench-secs=")?.split(' ');
+            let start: f64 = times.next()?.parse().ok()?;
+            let end: f64 = times.next()?.parse().ok()?;
+            Some(end - start)
+        })
+        .unwrap_or(0.0)
+}
+
 /// The first `calls N` line: hotprof's (single function) and the timing floor's call count.
 pub fn first_calls_line(output: &str) -> Option<u64> {
     output.lines().find_map(|line| {

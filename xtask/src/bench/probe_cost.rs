@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 
 use super::{
     GUEST_UPTIME, Spread, Tools, bpftrace_hist_total, first_calls_line, in_round_order,
-    order_cycle, syscall_lat_avg_ns, vm_run,
+    order_cycle, run_secs, syscall_lat_avg_ns, vm_run,
 };
 use crate::util::step;
 
@@ -427,20 +427,6 @@ pub fn vm(tools: &Tools, rounds: u32) -> Result<String> {
         ),
     );
     Ok(markdown)
-}
-
-/// A run's wall time in the guest, from its `bench-secs=START END` line (uptime seconds).
-fn run_secs(output: &str) -> f64 {
-    output
-        .lines()
-        .rev()
-        .find_map(|line| {
-            let mut times = line.strip_prefix("bench-secs=")?.split(' ');
-            let start: f64 = times.next()?.parse().ok()?;
-            let end: f64 = times.next()?.parse().ok()?;
-            Some(end - start)
-        })
-        .unwrap_or(0.0)
 }
 
 /// The section's markdown: ns/call and overhead per variant, then hotprof's ratios.
