@@ -8,6 +8,9 @@ pub mod histogram;
 pub mod keys;
 pub mod maps;
 
-pub use histogram::{NUM_BUCKETS, bucket_index, bucket_lower_bound, bucket_upper_bound};
+pub use histogram::{
+    HIST_CHUNKS, HistChunk, NUM_BUCKETS, bucket_index, bucket_lower_bound, bucket_upper_bound,
+    hist_position, hist_position_of_bucket,
+};
 pub use keys::{BY_FIELDS_MAX, ByKey, DEFAULT_MAX_KEYS, FILTER_CONDITIONS_MAX, FilterCond};
 pub use maps::*;

@@ -121,6 +121,11 @@ pub struct FuncStats {
     /// up to `outer_sum_ns` when nothing else is probed.
     pub outer_count: u64,
     pub outer_sum_ns: u64,
+    /// Frames closed by this slot's returns: its own and the orphans above it, whatever
+    /// their function (only the sum over all slots means anything). Frames open now are the
+    /// `OpenFrames` counter minus that sum: kept here, in the element the return looks up
+    /// anyway, instead of a second per-call counter update.
+    pub frames_closed: u64,
 }
 
 /// One finished call of a probed function, as its return probe sees it.
@@ -139,8 +144,10 @@ impl FuncStats {
     /// Adds a timed call (the caller counts calls below `--min-latency` in `below_min`
     /// instead). The one definition of the per-call update: the eBPF return path runs it on
     /// its per-CPU slot, the host's property tests against a model of all calls.
+    /// `on_cpu_sum_ns` is kept only when `off_cpu_tracked` (`--off-cpu`); else it is never
+    /// read, and skipping it saves the return path its instructions.
     #[inline(always)]
-    pub fn add(&mut self, call: &Call) {
+    pub fn add(&mut self, call: &Call, off_cpu_tracked: bool) {
         let duration = call.duration;
         if self.count == 0 || duration < self.min_ns {
             self.min_ns = duration;
@@ -151,7 +158,9 @@ impl FuncStats {
         self.count += 1;
         self.sum_ns += duration;
         crate::histogram::add_square(&mut self.sum_sq_lo, &mut self.sum_sq_hi, duration);
-        self.on_cpu_sum_ns += duration.saturating_sub(call.off_cpu);
+        if off_cpu_tracked {
+            self.on_cpu_sum_ns += duration.saturating_sub(call.off_cpu);
+        }
         self.self_sum_ns += call.self_time;
         if call.outermost {
             self.outer_count += 1;
@@ -184,8 +193,9 @@ pub enum Counter {
     /// Children of a traced process that could not be added to the traced process tree
     /// (`TGIDS` full): their calls are not timed.
     ProcessTreeFull = 7,
-    /// Frames open now: +1 per entry, -1 per close or orphan (per-CPU parts, wrapping; only
-    /// their sum means anything). What is in flight when a run stops.
+    /// Frames opened, minus those a task's exit orphaned (per-CPU parts, wrapping; only
+    /// their sum means anything). Minus every slot's `FuncStats::frames_closed`: the frames
+    /// open now, what is in flight when a run stops.
     OpenFrames = 8,
     /// Tasks that have a frame stack now: +1 at creation, -1 at exit or deletion (wrapping
     /// sum, as above).

@@ -11,8 +11,9 @@ use aya_ebpf::{
     programs::tracing::StackIdContext,
 };
 use profiler_common::{
-    Call, Counter, FRAME_FILTERED_OUT, FRAME_OUTSIDE_PARENT, FuncStats, MAX_DEPTH, NUM_BUCKETS,
-    NUM_COUNTERS, STACK_NOT_SAMPLED, StackCapture, StackKey, StackTotals, bucket_index,
+    Call, Counter, FRAME_FILTERED_OUT, FRAME_OUTSIDE_PARENT, Frame, FuncStats, HIST_CHUNKS,
+    HistChunk, MAX_DEPTH, NUM_COUNTERS, STACK_NOT_SAMPLED, StackCapture, StackKey, StackTotals,
+    TaskFrames, hist_position, histogram::HIST_CHUNK_BUCKETS,
 };
 
 use crate::filter;
@@ -67,9 +68,10 @@ static STACK_TOTALS: PerCpuHashMap<StackKey, StackTotals> = PerCpuHashMap::with_
 /// Per-function aggregates; resized by userspace to the number of functions.
 #[map]
 static STATS: PerCpuArray<FuncStats> = PerCpuArray::with_max_entries(1, 0);
-/// Per-function histograms, `func * NUM_BUCKETS + bucket`; resized by userspace.
+/// Per-function histograms, in chunks of a power of two's buckets (`hist_position`); resized
+/// by userspace.
 #[map]
-static HIST: PerCpuArray<u64> = PerCpuArray::with_max_entries(NUM_BUCKETS, 0);
+static HIST: PerCpuArray<HistChunk> = PerCpuArray::with_max_entries(HIST_CHUNKS, 0);
 /// Loss and bookkeeping counters, indexed by [`Counter`].
 #[map]
 static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(NUM_COUNTERS, 0);
@@ -147,10 +149,11 @@ fn wanted_now() -> bool {
     if only_cgroup != 0 && only_cgroup != unsafe { bpf_get_current_cgroup_id() } {
         return false;
     }
-    let only_comm = config(&FILTER_COMM);
-    if only_comm[0] != 0 {
+    // The first byte alone says whether the filter is set: reading all 16 (volatile) bytes
+    // first cost every call ~30 instructions.
+    if config(&FILTER_COMM[0]) != 0 {
         match bpf_get_current_comm() {
-            Ok(comm) if comm == only_comm => {}
+            Ok(comm) if comm == config(&FILTER_COMM) => {}
             _ => return false,
         }
     }
@@ -206,15 +209,24 @@ pub(crate) fn enter<C: StackIdContext + EntryContext>(ctx: &C, func: u32, entry_
             flags |= FRAME_OUTSIDE_PARENT;
         }
     }
+    let off_cpu_ns = task.off_cpu_ns;
     let frame = &mut task.frames[depth & (MAX_DEPTH - 1)];
-    frame.flags = flags;
-    frame.off_cpu_at_entry = task.off_cpu_ns;
+    // Only the fields this run reads at the return are written: the others keep whatever
+    // an earlier frame left there, unread.
+    if flags_used() {
+        frame.flags = flags;
+    }
     frame.child_ns = 0;
     frame.func = func;
     frame.entry_sp = entry_sp;
-    let (kernel_stack, user_stack) = capture_stacks(ctx);
-    frame.kernel_stack = kernel_stack;
-    frame.user_stack = user_stack;
+    if config(&TRACK_OFF_CPU) != 0 {
+        frame.off_cpu_at_entry = off_cpu_ns;
+    }
+    if config(&CAPTURE_STACKS) != StackCapture::None as u8 {
+        let (kernel_stack, user_stack) = capture_stacks(ctx);
+        frame.kernel_stack = kernel_stack;
+        frame.user_stack = user_stack;
+    }
     if keys::keyed() {
         frame.key = keys::at_entry(ctx);
     }
@@ -222,6 +234,13 @@ pub(crate) fn enter<C: StackIdContext + EntryContext>(ctx: &C, func: u32, entry_
     count(Counter::OpenFrames, 1);
     // Last, so the bookkeeping above is not part of the measured time.
     frame.entry_ns = now_ns();
+}
+
+/// Whether a frame's `FRAME_*` flags can be set in this run: only `--filter` and
+/// `--children` set them.
+#[inline(always)]
+fn flags_used() -> bool {
+    filter::active() || config(&CHILD_SLOTS) != 0
 }
 
 /// Whether slot `func` is a `--children` function.
@@ -306,75 +325,76 @@ pub(crate) fn leave<X: ExitContext>(which: ReturnOf, exit: &X) {
     // SAFETY: as in `enter`: the current task's own frame stack, referenced only here.
     let task = unsafe { &mut *task };
     let depth = task.depth as usize;
-    // A fixed-trip scan with no early exit: LLVM unrolls it, and older verifiers (6.1, 6.12)
-    // reject the data-dependent loop a `break` turns it into. Ascending, so the last match
-    // is the innermost frame. (Checking the innermost frame first did not measure faster.)
-    let mut found = MAX_DEPTH;
-    for index in 0..MAX_DEPTH {
-        let frame = &task.frames[index];
-        let matches = match which {
-            ReturnOf::Func(func) => frame.func == func,
-            ReturnOf::EntrySp(sp) | ReturnOf::CallSite(sp) => frame.entry_sp == sp,
-        };
-        if index < depth && matches {
-            found = index;
-        }
-    }
-    if found >= MAX_DEPTH {
+    let Some(found) = own_frame(task, depth, which) else {
         if which.unmatched_is_loss() {
             count(Counter::UnmatchedReturn, 1);
         }
         return;
-    }
+    };
     let orphans = depth - 1 - found;
     if orphans > 0 {
         count(Counter::OrphanedFrames, orphans as u64);
     }
-    // The open-frame count is a per-CPU sum of +1s and -ns; a frame can close on another CPU.
-    count(Counter::OpenFrames, (orphans as u64 + 1).wrapping_neg());
-    let frame = task.frames[found];
     task.depth = found as u32;
+    // Fields, not a copy of the whole frame (its `--by` key array made the copy ~30
+    // instructions on every call).
+    let frame = &task.frames[found & (MAX_DEPTH - 1)];
+    let (func, child_ns) = (frame.func, frame.child_ns);
+    let flags = if flags_used() { frame.flags } else { 0 };
     let duration = now.saturating_sub(frame.entry_ns);
-    let off_cpu = task.off_cpu_ns - frame.off_cpu_at_entry;
+    let track_off_cpu = config(&TRACK_OFF_CPU) != 0;
+    let off_cpu = if track_off_cpu {
+        task.off_cpu_ns - frame.off_cpu_at_entry
+    } else {
+        0
+    };
+    let Some(stats) = STATS.get_ptr_mut(func) else {
+        count(Counter::SlotMissing, 1);
+        return;
+    };
+    // SAFETY: `stats` is the non-null result of a lookup: this CPU's FuncStats in the array,
+    // valid and aligned while the program runs, written only from this CPU (the program runs
+    // with migration disabled).
+    let stats = unsafe { &mut *stats };
+    stats.frames_closed += orphans as u64 + 1;
     let mut recursive = false;
     if found > 0 {
         let parent = &mut task.frames[(found - 1) & (MAX_DEPTH - 1)];
         parent.child_ns += duration;
         for index in 0..MAX_DEPTH {
-            recursive |= index < found && task.frames[index].func == frame.func;
+            recursive |= index < found && task.frames[index].func == func;
         }
     }
-    if frame.flags & FRAME_OUTSIDE_PARENT != 0 {
+    if flags & FRAME_OUTSIDE_PARENT != 0 {
         count(Counter::OutsideParent, 1);
         return;
     }
-    if frame.flags & FRAME_FILTERED_OUT != 0
-        || (filter::active() && !filter::passes_at_return(exit))
-    {
+    if flags & FRAME_FILTERED_OUT != 0 || (filter::active() && !filter::passes_at_return(exit)) {
         count(Counter::FilteredOut, 1);
         return;
     }
     let call = Call {
         duration,
-        self_time: duration.saturating_sub(frame.child_ns),
+        self_time: duration.saturating_sub(child_ns),
         off_cpu,
         outermost: !recursive,
     };
-    if !record(frame.func, &call) {
+    if !record_into(stats, func, &call, track_off_cpu) {
         return;
     }
+    let frame = &task.frames[found & (MAX_DEPTH - 1)];
     // The key's values exist only where something uses them: an unkeyed run zeroing a key
     // array here paid a byte-by-byte `memset` call, 155 instructions per call (a TCG
     // instruction count, `cargo xtask bench --only insns`).
     if keys::keyed() {
-        let key = keys::key_of(exit, frame.func, frame.key);
+        let key = keys::key_of(exit, func, frame.key);
         keys::record_keyed(&key, &call);
         if slowest::enabled() {
-            slowest::offer(&frame, key.values, duration, off_cpu);
+            slowest::offer(frame, key.values, duration, off_cpu);
         }
     } else if slowest::enabled() {
         slowest::offer(
-            &frame,
+            frame,
             [0; profiler_common::BY_FIELDS_MAX],
             duration,
             off_cpu,
@@ -385,13 +405,51 @@ pub(crate) fn leave<X: ExitContext>(which: ReturnOf, exit: &X) {
         && frame.kernel_stack != STACK_NOT_SAMPLED
     {
         let key = StackKey {
-            func: frame.func,
+            func,
             tgid: (bpf_get_current_pid_tgid() >> 32) as u32,
             kernel_stack: frame.kernel_stack,
             user_stack: frame.user_stack,
         };
         add_to_stack(&key, duration);
     }
+}
+
+/// The stack ids a frame holds: (-1, -1) when the run captures none (the frame's fields are
+/// then never written).
+#[inline(always)]
+pub(crate) fn stacks_of(frame: &Frame) -> (i32, i32) {
+    if config(&CAPTURE_STACKS) == StackCapture::None as u8 {
+        return (-1, -1);
+    }
+    (frame.kernel_stack, frame.user_stack)
+}
+
+/// The index of the open frame a return closes, if any. The innermost frame first: it is the
+/// one in all but missed-return cases, and checking it alone is ~90 instructions cheaper per
+/// call than the scan (a TCG count, `cargo xtask bench --only insns`).
+#[inline(always)]
+fn own_frame(task: &TaskFrames, depth: usize, which: ReturnOf) -> Option<usize> {
+    if depth == 0 {
+        return None;
+    }
+    let matches = |frame: &Frame| match which {
+        ReturnOf::Func(func) => frame.func == func,
+        ReturnOf::EntrySp(sp) | ReturnOf::CallSite(sp) => frame.entry_sp == sp,
+    };
+    let innermost = depth - 1;
+    if matches(&task.frames[innermost & (MAX_DEPTH - 1)]) {
+        return Some(innermost);
+    }
+    // A fixed-trip scan with no early exit: LLVM unrolls it, and older verifiers (6.1, 6.12)
+    // reject the data-dependent loop a `break` turns it into. Ascending, so the last match
+    // is the innermost frame.
+    let mut found = MAX_DEPTH;
+    for index in 0..MAX_DEPTH {
+        if index < depth && matches(&task.frames[index]) {
+            found = index;
+        }
+    }
+    (found < MAX_DEPTH).then_some(found)
 }
 
 #[inline(always)]
@@ -433,6 +491,10 @@ fn add_to_existing_stack(key: &StackKey, duration: u64) -> bool {
 
 /// Adds a finished call to its function's aggregates (or a `--by` key's, whose slots follow
 /// the functions'); false when it was not recorded (below `--min-latency` or no slot).
+/// A BPF-to-BPF call, for the `--by` key slots: inlined there, the 5.10 verifier lost
+/// track of a map value pointer. The function's own slot is recorded inline
+/// ([`record_into`]): as a call it cost a call, spills and a `Call` on the stack each time.
+#[inline(never)]
 pub(crate) fn record(func: u32, call: &Call) -> bool {
     let Some(stats) = STATS.get_ptr_mut(func) else {
         count(Counter::SlotMissing, 1);
@@ -441,19 +503,30 @@ pub(crate) fn record(func: u32, call: &Call) -> bool {
     // SAFETY: `stats` is the non-null result of a lookup: this CPU's FuncStats in the array,
     // valid and aligned while the program runs, written only from this CPU (the program runs
     // with migration disabled).
-    let stats = unsafe { &mut *stats };
+    record_into(
+        unsafe { &mut *stats },
+        func,
+        call,
+        config(&TRACK_OFF_CPU) != 0,
+    )
+}
+
+/// [`record`] into slot `func`'s aggregates, already looked up.
+#[inline(always)]
+fn record_into(stats: &mut FuncStats, func: u32, call: &Call, track_off_cpu: bool) -> bool {
     if call.duration < config(&MIN_LATENCY_NS) {
         stats.below_min += 1;
         return false;
     }
-    let bucket = func * NUM_BUCKETS + bucket_index(call.duration);
-    let Some(slot) = HIST.get_ptr_mut(bucket) else {
+    let (chunk, index) = hist_position(func, call.duration);
+    let Some(chunk) = HIST.get_ptr_mut(chunk) else {
         count(Counter::SlotMissing, 1);
         return false;
     };
-    // SAFETY: as for `stats`: this CPU's u64 in HIST, from a successful lookup.
-    unsafe { *slot += 1 };
-    stats.add(call);
+    // SAFETY: as for `stats`: this CPU's HistChunk in HIST, from a successful lookup; the
+    // index is below its length (the mask is for the verifier).
+    unsafe { (*chunk)[index & (HIST_CHUNK_BUCKETS as usize - 1)] += 1 };
+    stats.add(call, track_off_cpu);
     true
 }
 
@@ -497,6 +570,7 @@ pub(crate) fn on_exit(task: TaskId) {
     let depth = u64::from(unsafe { (*frames).depth });
     if depth > 0 {
         count(Counter::OrphanedFrames, depth);
+        // The frames a return would have closed (see `FuncStats::frames_closed`).
         count(Counter::OpenFrames, depth.wrapping_neg());
     }
     if store::release(task) {

@@ -11,7 +11,7 @@ use aya_ebpf::{
 };
 use profiler_common::{Frame, SLOWEST_MAX, SlowCall};
 
-use crate::frames::config;
+use crate::frames::{config, stacks_of};
 
 /// Calls kept per function and CPU (0: `--slowest` is off).
 #[unsafe(no_mangle)]
@@ -65,6 +65,7 @@ pub(crate) fn offer(
         return;
     };
     let pid_tgid = bpf_get_current_pid_tgid();
+    let (kernel_stack, user_stack) = stacks_of(frame);
     // SAFETY: `slot` is the non-null result of a lookup: this CPU's SlowCall, written only
     // from this CPU.
     unsafe {
@@ -75,8 +76,8 @@ pub(crate) fn offer(
             pid_tgid,
             // SAFETY: the helper takes no arguments and touches no memory.
             cpu: bpf_get_smp_processor_id(),
-            kernel_stack: frame.kernel_stack,
-            user_stack: frame.user_stack,
+            kernel_stack,
+            user_stack,
             _pad: 0,
             comm: bpf_get_current_comm().unwrap_or([0; 16]),
             key,

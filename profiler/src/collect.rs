@@ -7,8 +7,8 @@ use aya::{
 use std::collections::HashMap;
 
 use profiler_common::{
-    ByKey, Counter, FuncStats, NUM_BUCKETS, NUM_COUNTERS, SLOWEST_MAX, SlowCall, StackKey,
-    StackTotals, bucket_index, names,
+    ByKey, Counter, FuncStats, HistChunk, NUM_BUCKETS, NUM_COUNTERS, SLOWEST_MAX, SlowCall,
+    StackKey, StackTotals, bucket_index, hist_position_of_bucket, names,
 };
 
 use crate::model::{FunctionTotals, Histogram, Losses};
@@ -18,7 +18,8 @@ use crate::model::{FunctionTotals, Histogram, Losses};
 pub struct Snapshot {
     pub functions: Vec<FunctionTotals>,
     pub counters: [u64; NUM_COUNTERS as usize],
-    /// Frames open right now (calls in flight), from the `OpenFrames` gauge.
+    /// Frames open right now (calls in flight): the `OpenFrames` counter minus every
+    /// function slot's `frames_closed`.
     pub open_frames: u64,
     /// Live tasks that have a frame stack (made a probed call), from the `LiveTasks` gauge.
     pub task_entries: u64,
@@ -73,19 +74,23 @@ pub fn snapshot(ebpf: &Ebpf, functions: usize) -> anyhow::Result<Snapshot> {
     use anyhow::Context as _;
     let stats: PerCpuArray<&MapData, FuncStats> =
         PerCpuArray::try_from(ebpf.map(names::STATS).context("STATS map missing")?)?;
-    let hist: PerCpuArray<&MapData, u64> =
+    let hist: PerCpuArray<&MapData, HistChunk> =
         PerCpuArray::try_from(ebpf.map(names::HIST).context("HIST map missing")?)?;
     let counters_map: PerCpuArray<&MapData, u64> =
         PerCpuArray::try_from(ebpf.map(names::COUNTERS).context("COUNTERS map missing")?)?;
 
     let mut snapshot = Snapshot::default();
+    let mut frames_closed: u64 = 0;
     for func in 0..functions as u32 {
         let per_cpu = stats.get(&func, 0).context("reading STATS")?;
+        frames_closed = per_cpu.iter().fold(frames_closed, |sum, part| {
+            sum.wrapping_add(part.frames_closed)
+        });
         let mut totals = merge_stats(per_cpu.iter());
         if totals.count > 0 {
+            let mut chunks = HistChunks::default();
             for bucket in occupied_buckets(totals.min_ns, totals.max_ns) {
-                let index = func * NUM_BUCKETS + bucket;
-                let count: u64 = hist.get(&index, 0).context("reading HIST")?.iter().sum();
+                let count = chunks.bucket(&hist, func, bucket, None)?;
                 totals.histogram.add_bucket(bucket, count);
             }
         }
@@ -100,7 +105,13 @@ pub fn snapshot(ebpf: &Ebpf, functions: usize) -> anyhow::Result<Snapshot> {
             .iter()
             .fold(0, |sum: u64, part| sum.wrapping_add(*part));
     }
-    snapshot.open_frames = gauge(snapshot.counter(Counter::OpenFrames));
+    // Read after STATS: a frame opened and closed in between counts as open, never as a
+    // negative, and a stopped run reads exact figures.
+    snapshot.open_frames = gauge(
+        snapshot
+            .counter(Counter::OpenFrames)
+            .wrapping_sub(frames_closed),
+    );
     snapshot.task_entries = gauge(snapshot.counter(Counter::LiveTasks));
     Ok(snapshot)
 }
@@ -111,7 +122,7 @@ pub fn snapshot(ebpf: &Ebpf, functions: usize) -> anyhow::Result<Snapshot> {
 fn keys(
     ebpf: &Ebpf,
     stats: &PerCpuArray<&MapData, FuncStats>,
-    hist: &PerCpuArray<&MapData, u64>,
+    hist: &PerCpuArray<&MapData, HistChunk>,
     base: u32,
 ) -> anyhow::Result<Vec<KeyTotals>> {
     use anyhow::Context as _;
@@ -121,7 +132,7 @@ fn keys(
     let slots: PerCpuHashMap<&MapData, ByKey, u32> = PerCpuHashMap::try_from(map)?;
     // A slot's per-CPU values, read once however many keys use that slot number.
     let mut stats_of: HashMap<u32, Vec<FuncStats>> = HashMap::new();
-    let mut hist_of: HashMap<u32, Vec<u64>> = HashMap::new();
+    let mut chunks = HistChunks::default();
     let mut keys = Vec::new();
     for entry in slots.iter() {
         let (key, per_cpu) = entry.context("reading KEY_SLOTS")?;
@@ -148,15 +159,7 @@ fn keys(
                 continue;
             }
             for bucket in occupied_buckets(part.min_ns, part.max_ns) {
-                let at = index * NUM_BUCKETS + bucket;
-                let all_cpus = match hist_of.entry(at) {
-                    std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
-                    std::collections::hash_map::Entry::Vacant(slot) => {
-                        let values = hist.get(&at, 0).context("reading HIST")?;
-                        slot.insert(values.iter().copied().collect())
-                    }
-                };
-                let count = all_cpus.get(*cpu).copied().unwrap_or(0);
+                let count = chunks.bucket(hist, *index, bucket, Some(*cpu))?;
                 totals.histogram.add_bucket(bucket, count);
             }
         }
@@ -166,6 +169,38 @@ fn keys(
     }
     keys.sort_by_key(|k| k.key);
     Ok(keys)
+}
+
+/// `HIST` elements read so far (each holds a power of two's buckets, per CPU): a function's
+/// or key's buckets in one element cost one `bpf()` lookup, however many are occupied.
+#[derive(Default)]
+struct HistChunks {
+    read: HashMap<u32, Vec<HistChunk>>,
+}
+
+impl HistChunks {
+    /// Bucket `bucket` of slot `slot`: summed over the CPUs, or one CPU's part.
+    fn bucket(
+        &mut self,
+        hist: &PerCpuArray<&MapData, HistChunk>,
+        slot: u32,
+        bucket: u32,
+        cpu: Option<usize>,
+    ) -> anyhow::Result<u64> {
+        use anyhow::Context as _;
+        let (element, index) = hist_position_of_bucket(slot, bucket);
+        let per_cpu = match self.read.entry(element) {
+            std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
+            std::collections::hash_map::Entry::Vacant(entry) => {
+                let values = hist.get(&element, 0).context("reading HIST")?;
+                entry.insert(values.iter().copied().collect())
+            }
+        };
+        Ok(match cpu {
+            Some(cpu) => per_cpu.get(cpu).map_or(0, |chunk| chunk[index]),
+            None => per_cpu.iter().map(|chunk| chunk[index]).sum(),
+        })
+    }
 }
 
 /// A gauge's wrapped sum as a count. The per-CPU parts are read one after another, so a frame

@@ -334,7 +334,7 @@ fn cpu_stats(calls: &[Call], min_latency: u64, fresh_min: u64) -> FuncStats {
         if call.duration < min_latency {
             stats.below_min += 1;
         } else {
-            stats.add(call);
+            stats.add(call, true);
         }
     }
     stats

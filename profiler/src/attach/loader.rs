@@ -10,7 +10,7 @@ use std::path::Path;
 
 use aya::{Ebpf, EbpfError, EbpfLoader, maps::MapError};
 use profiler_common::{
-    BY_FIELDS_MAX, FILTER_CONDITIONS_MAX, FilterCond, NUM_BUCKETS, SLOWEST_MAX, StackCapture, names,
+    BY_FIELDS_MAX, FILTER_CONDITIONS_MAX, FilterCond, HIST_CHUNKS, SLOWEST_MAX, StackCapture, names,
 };
 
 use super::{TracepointOffsets, one_line};
@@ -216,7 +216,7 @@ pub fn load_object(config: &ProbeConfig, store: TaskStore) -> Result<Ebpf, EbpfE
         )
         .map_max_entries(names::SLOWEST_FLOOR, functions)
         .map_max_entries(names::STATS, slots)
-        .map_max_entries(names::HIST, slots * NUM_BUCKETS)
+        .map_max_entries(names::HIST, slots * HIST_CHUNKS)
         .map_max_entries(names::KEY_SLOTS, key_entries)
         .map_max_entries(names::FUNC_IPS, functions * 2)
         .map_max_entries(

@@ -540,6 +540,11 @@ fn render(
             of(Variant::Bpftrace),
             0.5,
         ));
+        out.push_str(&reachable_line(
+            of(Variant::Floor),
+            of(Variant::Bpftrace),
+            0.5,
+        ));
         out.push_str(&ratio_line(
             "hotprof --stacks / hotprof",
             of(Variant::HotprofStacks),
@@ -613,6 +618,19 @@ fn ratio_line(what: &str, numerator: Option<f64>, denominator: Option<f64>, goal
             format!("- {what}: **{value:.2}×** ({n:+.0} / {d:+.0}){verdict}\n")
         }
         _ => format!("- {what}: not measured\n"),
+    }
+}
+
+/// Whether a goal relative to bpftrace can be met at all: not when the timing floor, the least
+/// any per-call histogram costs with this mechanism, is already above it. Empty when it can.
+fn reachable_line(floor: Option<f64>, bpftrace: Option<f64>, goal: f64) -> String {
+    match (floor, bpftrace) {
+        (Some(floor), Some(bpftrace)) if bpftrace > 0.0 && floor / bpftrace > goal => format!(
+            "  - not reachable with this mechanism: the timing floor alone is **{:.2}×** \
+             bpftrace ({floor:+.0} / {bpftrace:+.0})\n",
+            floor / bpftrace
+        ),
+        _ => String::new(),
     }
 }
 
@@ -798,6 +816,17 @@ mod tests {
             .expect("fentry run");
         assert!(bare < other && other < again);
         assert!(script.contains("exec taskset 2 syscall_lat --marker 100000"));
+    }
+
+    #[test]
+    fn a_goal_below_the_floor_is_called_unreachable() {
+        assert_eq!(
+            reachable_line(Some(1338.0), Some(2561.0), 0.5),
+            "  - not reachable with this mechanism: the timing floor alone is **0.52×** \
+             bpftrace (+1338 / +2561)\n"
+        );
+        assert_eq!(reachable_line(Some(748.0), Some(1974.0), 0.5), "");
+        assert_eq!(reachable_line(None, Some(1974.0), 0.5), "");
     }
 
     #[test]
