@@ -121,11 +121,6 @@ pub struct FuncStats {
     /// up to `outer_sum_ns` when nothing else is probed.
     pub outer_count: u64,
     pub outer_sum_ns: u64,
-    /// Frames closed by this slot's returns: its own and the orphans above it, whatever
-    /// their function (only the sum over all slots means anything). Frames open now are the
-    /// `OpenFrames` counter minus that sum: kept here, in the element the return looks up
-    /// anyway, instead of a second per-call counter update.
-    pub frames_closed: u64,
 }
 
 /// One finished call of a probed function, as its return probe sees it.
@@ -193,26 +188,22 @@ pub enum Counter {
     /// Children of a traced process that could not be added to the traced process tree
     /// (`TGIDS` full): their calls are not timed.
     ProcessTreeFull = 7,
-    /// Frames opened, minus those a task's exit orphaned (per-CPU parts, wrapping; only
-    /// their sum means anything). Minus every slot's `FuncStats::frames_closed`: the frames
-    /// open now, what is in flight when a run stops.
-    OpenFrames = 8,
-    /// Tasks that have a frame stack now: +1 at creation, -1 at exit or deletion (wrapping
-    /// sum, as above).
-    LiveTasks = 9,
+    /// Tasks that have a frame stack now: +1 at creation, -1 at exit or deletion (per-CPU
+    /// parts, wrapping; only their sum means anything).
+    LiveTasks = 8,
     /// Entries created in `STACK_TOTALS` (never deleted from, so its live entries).
-    StackEntries = 10,
+    StackEntries = 9,
     /// `--by`: calls timed for their function but not for their key, because the CPU had no
     /// free key slot (`--max-keys`) or the key map was full.
-    KeysFull = 11,
+    KeysFull = 10,
     /// `--filter`: calls that did not match (closed, not recorded; not a loss).
-    FilteredOut = 12,
+    FilteredOut = 11,
     /// `--children`: calls of a child function outside its parent (closed, not recorded).
-    OutsideParent = 13,
+    OutsideParent = 12,
 }
 
 /// Number of [`Counter`] slots.
-pub const NUM_COUNTERS: u32 = 14;
+pub const NUM_COUNTERS: u32 = 13;
 
 /// Most slowest calls kept per function (`--slowest N`, N up to this).
 pub const SLOWEST_MAX: u32 = 16;
@@ -271,6 +262,8 @@ pub mod names {
     pub const EMPTY_TASK_FRAMES: &str = "EMPTY_TASK_FRAMES";
     pub const STATS: &str = "STATS";
     pub const HIST: &str = "HIST";
+    /// The frames the `open_frames` iterator found open (main object only).
+    pub const OPEN_FRAMES: &str = "OPEN_FRAMES";
     pub const COUNTERS: &str = "COUNTERS";
     pub const FUNC_IPS: &str = "FUNC_IPS";
     pub const TGIDS: &str = "TGIDS";
@@ -303,4 +296,8 @@ mod pod {
     // (88 bytes, every field at a multiple of its alignment), so no padding, and any bit
     // pattern is valid.
     unsafe impl aya::Pod for super::SlowCall {}
+    // SAFETY: repr(C) and Copy; u32, u32, two u64 and an array of `Frame`s (four u64, four
+    // 4-byte integers, an array of u64: 8-aligned, every field at a multiple of its
+    // alignment), so no padding, and any bit pattern is valid.
+    unsafe impl aya::Pod for super::TaskFrames {}
 }

@@ -231,7 +231,6 @@ pub(crate) fn enter<C: StackIdContext + EntryContext>(ctx: &C, func: u32, entry_
         frame.key = keys::at_entry(ctx);
     }
     task.depth = depth as u32 + 1;
-    count(Counter::OpenFrames, 1);
     // Last, so the bookkeeping above is not part of the measured time.
     frame.entry_ns = now_ns();
 }
@@ -348,15 +347,6 @@ pub(crate) fn leave<X: ExitContext>(which: ReturnOf, exit: &X) {
     } else {
         0
     };
-    let Some(stats) = STATS.get_ptr_mut(func) else {
-        count(Counter::SlotMissing, 1);
-        return;
-    };
-    // SAFETY: `stats` is the non-null result of a lookup: this CPU's FuncStats in the array,
-    // valid and aligned while the program runs, written only from this CPU (the program runs
-    // with migration disabled).
-    let stats = unsafe { &mut *stats };
-    stats.frames_closed += orphans as u64 + 1;
     let mut recursive = false;
     if found > 0 {
         let parent = &mut task.frames[(found - 1) & (MAX_DEPTH - 1)];
@@ -379,7 +369,14 @@ pub(crate) fn leave<X: ExitContext>(which: ReturnOf, exit: &X) {
         off_cpu,
         outermost: !recursive,
     };
-    if !record_into(stats, func, &call, track_off_cpu) {
+    let Some(stats) = STATS.get_ptr_mut(func) else {
+        count(Counter::SlotMissing, 1);
+        return;
+    };
+    // SAFETY: `stats` is the non-null result of a lookup: this CPU's FuncStats in the array,
+    // valid and aligned while the program runs, written only from this CPU (the program runs
+    // with migration disabled).
+    if !record_into(unsafe { &mut *stats }, func, &call, track_off_cpu) {
         return;
     }
     let frame = &task.frames[found & (MAX_DEPTH - 1)];
@@ -570,8 +567,6 @@ pub(crate) fn on_exit(task: TaskId) {
     let depth = u64::from(unsafe { (*frames).depth });
     if depth > 0 {
         count(Counter::OrphanedFrames, depth);
-        // The frames a return would have closed (see `FuncStats::frames_closed`).
-        count(Counter::OpenFrames, depth.wrapping_neg());
     }
     if store::release(task) {
         count(Counter::LiveTasks, 1u64.wrapping_neg());

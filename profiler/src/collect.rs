@@ -2,24 +2,25 @@
 
 use aya::{
     Ebpf,
-    maps::{MapData, PerCpuArray, PerCpuHashMap, StackTraceMap},
+    maps::{Array, MapData, PerCpuArray, PerCpuHashMap, StackTraceMap},
+    programs::Iter,
 };
 use std::collections::HashMap;
 
 use profiler_common::{
     ByKey, Counter, FuncStats, HistChunk, NUM_BUCKETS, NUM_COUNTERS, SLOWEST_MAX, SlowCall,
-    StackKey, StackTotals, bucket_index, hist_position_of_bucket, names,
+    StackKey, StackTotals, TaskFrames, bucket_index, hist_position_of_bucket, names,
 };
 
-use crate::model::{FunctionTotals, Histogram, Losses};
+use crate::model::{FunctionTotals, Histogram, Losses, TaskStore};
 
 /// Everything readable from the maps at one instant.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
     pub functions: Vec<FunctionTotals>,
     pub counters: [u64; NUM_COUNTERS as usize],
-    /// Frames open right now (calls in flight): the `OpenFrames` counter minus every
-    /// function slot's `frames_closed`.
+    /// Frames open (calls in flight) when the run stopped: not read by [`snapshot`] but
+    /// counted once at the stop ([`open_frames`]), so that no call pays for it.
     pub open_frames: u64,
     /// Live tasks that have a frame stack (made a probed call), from the `LiveTasks` gauge.
     pub task_entries: u64,
@@ -80,12 +81,8 @@ pub fn snapshot(ebpf: &Ebpf, functions: usize) -> anyhow::Result<Snapshot> {
         PerCpuArray::try_from(ebpf.map(names::COUNTERS).context("COUNTERS map missing")?)?;
 
     let mut snapshot = Snapshot::default();
-    let mut frames_closed: u64 = 0;
     for func in 0..functions as u32 {
         let per_cpu = stats.get(&func, 0).context("reading STATS")?;
-        frames_closed = per_cpu.iter().fold(frames_closed, |sum, part| {
-            sum.wrapping_add(part.frames_closed)
-        });
         let mut totals = merge_stats(per_cpu.iter());
         if totals.count > 0 {
             let mut chunks = HistChunks::default();
@@ -105,15 +102,62 @@ pub fn snapshot(ebpf: &Ebpf, functions: usize) -> anyhow::Result<Snapshot> {
             .iter()
             .fold(0, |sum: u64, part| sum.wrapping_add(*part));
     }
-    // Read after STATS: a frame opened and closed in between counts as open, never as a
-    // negative, and a stopped run reads exact figures.
-    snapshot.open_frames = gauge(
-        snapshot
-            .counter(Counter::OpenFrames)
-            .wrapping_sub(frames_closed),
-    );
     snapshot.task_entries = gauge(snapshot.counter(Counter::LiveTasks));
     Ok(snapshot)
+}
+
+/// The frames open on every task now: the calls in flight when a run stops. Each call pays
+/// nothing for this: the main object's `open_frames` task iterator adds up every task's
+/// depth (loaded here, on first use: 5.11+ with BTF, like its task storage); the hash-map
+/// store of older kernels is read entry by entry.
+pub fn open_frames(ebpf: &mut Ebpf, store: TaskStore) -> anyhow::Result<u64> {
+    use anyhow::Context as _;
+    use std::io::Read as _;
+    match store {
+        TaskStore::HashMap => {
+            let map = ebpf
+                .map(names::TASK_FRAMES_BY_TASK)
+                .context("TASK_FRAMES_BY_TASK map missing")?;
+            let tasks: aya::maps::HashMap<&MapData, u64, TaskFrames> =
+                aya::maps::HashMap::try_from(map)?;
+            let mut open = 0;
+            for entry in tasks.iter() {
+                // A task deleted meanwhile ends the walk early on some kernels: not an error.
+                let Ok((_, frames)) = entry else { break };
+                open += u64::from(frames.depth);
+            }
+            Ok(open)
+        }
+        TaskStore::TaskStorage => {
+            let mut sum: Array<&mut MapData, u64> = Array::try_from(
+                ebpf.map_mut(names::OPEN_FRAMES)
+                    .context("OPEN_FRAMES map missing")?,
+            )?;
+            sum.set(0, 0, 0).context("clearing OPEN_FRAMES")?;
+            let program: &mut Iter = ebpf
+                .program_mut("open_frames")
+                .context("open_frames program missing")?
+                .try_into()?;
+            if program.fd().is_err() {
+                let btf = aya::Btf::from_sys_fs().context("reading the kernel's BTF")?;
+                program.load("task", &btf).context("loading open_frames")?;
+            }
+            let link = program.attach().context("attaching open_frames")?;
+            let mut output = program
+                .take_link(link)?
+                .into_file()
+                .context("creating the task iterator")?;
+            // The iterator prints nothing; reading runs it over every task.
+            output
+                .read_to_end(&mut Vec::new())
+                .context("running the task iterator")?;
+            let sum: Array<&MapData, u64> = Array::try_from(
+                ebpf.map(names::OPEN_FRAMES)
+                    .context("OPEN_FRAMES map missing")?,
+            )?;
+            Ok(sum.get(&0, 0).context("reading OPEN_FRAMES")?)
+        }
+    }
 }
 
 /// Reads the `--by` keys: each CPU keeps a key's calls in its own slot (`KEY_SLOTS` holds

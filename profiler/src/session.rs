@@ -415,6 +415,9 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
     let mut links = attach::KprobeLinks::default();
     let entries = targets.len() - sites.len();
     attach::AttachSignals::check("probes", 0, probed.len())?;
+    // Before the probes: a task that opens a frame must find its exit hook in place (with the
+    // hash-map store, a task gone in between left its entry, counted in flight, forever).
+    attach::attach_tracking(&mut ebpf, task_store, spec.off_cpu, follow)?;
     let mode = if targets.is_empty() {
         attach::attach_syscalls_in(
             &mut ebpf,
@@ -460,7 +463,6 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
         progress.clear();
         mode
     };
-    attach::attach_tracking(&mut ebpf, task_store, spec.off_cpu, follow)?;
     // Calibrated through the link when the run's functions went through it.
     let kprobe_attach = if probed.iter().any(|p| p.multi_link) {
         attach::KprobeAttach::Multi

@@ -325,3 +325,19 @@ fn fentry_slots_verify_or_are_refused_by_the_kernel() {
         }
     }
 }
+
+/// The stop-time count of calls in flight: the task iterator passes the verifier and runs over
+/// every task of this machine (none has a frame open: nothing is attached), and the hash-map
+/// store is read the same way; each run twice, as a recording may ask again.
+#[test]
+#[ignore = "needs root: loads programs into the running kernel"]
+fn open_frames_are_counted_by_both_stores() {
+    for store in [TaskStore::TaskStorage, TaskStore::HashMap] {
+        let mut ebpf = load_store(store);
+        for _ in 0..2 {
+            let open = profiler::collect::open_frames(&mut ebpf, store)
+                .unwrap_or_else(|e| panic!("{store:?}: {e:#}"));
+            assert_eq!(open, 0, "{store:?}");
+        }
+    }
+}

@@ -117,6 +117,12 @@ pub const SCENARIOS: &[Scenario] = &[
         run: blocked_tasks_accounted,
     },
     Scenario {
+        name: "in_flight_at_stop",
+        // Task storage (its task iterator) and the hash-map store.
+        kernels: &[Kernel::V6_12, Kernel::V5_10],
+        run: in_flight_at_stop,
+    },
+    Scenario {
         name: "no_btf_falls_back",
         kernels: FULL,
         run: no_btf_falls_back,
@@ -884,6 +890,44 @@ fn blocked_tasks_accounted(ctx: &mut Ctx) -> Result<()> {
             );
         }
     }
+    Ok(())
+}
+
+/// Calls still open when a run stops are counted, exactly: seven sleeps begun after attaching
+/// and still sleeping at the end of `--duration` (counted at the stop, by the task iterator or
+/// the hash-map store's entries, since no call pays for a gauge).
+fn in_flight_at_stop(ctx: &mut Ctx) -> Result<()> {
+    const SLEEPS: u64 = 7;
+    let guest = ctx.run(&format!(
+        "hotprof --fn do_nanosleep --comm sleep --duration 6s --no-calibrate --json /out/r.json \
+           > /out/run.txt 2>&1 &
+         pid=$!
+         for i in $(seq 1 60); do grep -q attached /out/run.txt && break; sleep 0.5; done
+         for i in $(seq 1 {SLEEPS}); do sleep 60 & done
+         wait $pid; echo rc=$?
+         cat /out/run.txt"
+    ))?;
+    ensure!(
+        guest.lines_containing("rc=0").len() == 1,
+        "hotprof failed:\n{}",
+        guest.outcome.stdout
+    );
+    let report = guest.report("r.json")?;
+    let open = report.json["losses"]["open_at_stop"].as_u64();
+    // The wait for the attach above sleeps too: those sleeps are timed, or counted as returns
+    // missed when they began while attaching; never in flight.
+    ensure!(
+        open == Some(SLEEPS),
+        "want {SLEEPS} calls in flight at the stop, got {open:?}"
+    );
+    ensure!(
+        guest
+            .lines_containing(&format!("{SLEEPS} calls still in flight at stop"))
+            .len()
+            == 1,
+        "the report does not say {SLEEPS} calls were in flight:\n{}",
+        guest.outcome.stdout
+    );
     Ok(())
 }
 
