@@ -139,8 +139,8 @@ pub fn open_frames(ebpf: &mut Ebpf, store: TaskStore) -> anyhow::Result<u64> {
                 .context("open_frames program missing")?
                 .try_into()?;
             if program.fd().is_err() {
-                let btf = aya::Btf::from_sys_fs().context("reading the kernel's BTF")?;
-                program.load("task", &btf).context("loading open_frames")?;
+                let btf = crate::attach::kernel_btf().context("reading the kernel's BTF")?;
+                program.load("task", btf).context("loading open_frames")?;
             }
             let link = program.attach().context("attaching open_frames")?;
             let mut output = program

@@ -552,7 +552,7 @@ fn resolve_functions(
     functions: &KernelFunctions,
     requested: &[String],
 ) -> anyhow::Result<Vec<(String, resolve::Target)>> {
-    let btf = aya::Btf::from_sys_fs().ok();
+    let btf = attach::kernel_btf().ok();
     let in_btf = |name: &str| {
         btf.as_ref().is_some_and(|b| {
             b.id_by_type_name_kind(name, aya_obj::btf::BtfKind::Func)

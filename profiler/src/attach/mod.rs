@@ -4,6 +4,7 @@
 //! they are detached when hotprof exits for any reason, SIGKILL included, and nothing is
 //! pinned.
 
+mod btf;
 mod callsite;
 mod fd_limit;
 mod format;
@@ -15,6 +16,7 @@ mod multi;
 mod privileges;
 mod syscalls;
 
+pub use btf::{KernelBtfError, kernel_btf};
 pub use callsite::attach_call_sites;
 pub use fd_limit::raise_fd_limit;
 pub use format::{FormatError, TracepointOffsets, field_offset};

@@ -5,7 +5,7 @@ use std::fmt;
 use std::path::Path;
 
 use aya::{
-    Btf, Ebpf,
+    Ebpf,
     maps::{HashMap, MapError},
     programs::{
         BtfTracePoint, FEntry, FExit, KProbe, ProgramError, RawTracePoint, TracePoint,
@@ -362,7 +362,7 @@ fn attach_fentry(
         .first()
         .map(|t| t.symbol.clone())
         .unwrap_or_default();
-    let btf = Btf::from_sys_fs().map_err(|e| AttachError::Fentry {
+    let btf = super::kernel_btf().map_err(|e| AttachError::Fentry {
         function: first,
         reason: Reason::of(e, |e| {
             format!("no kernel BTF (/sys/kernel/btf/vmlinux): {e}")
@@ -378,10 +378,10 @@ fn attach_fentry(
             return Err(fail(reason));
         }
         let entry: &mut FEntry = program(ebpf, &format!("fentry_{slot}"))?;
-        entry.load(&target.symbol, &btf).map_err(refused)?;
+        entry.load(&target.symbol, btf).map_err(refused)?;
         entry.attach().map_err(refused)?;
         let exit: &mut FExit = program(ebpf, &format!("fexit_{slot}"))?;
-        exit.load(&target.symbol, &btf).map_err(refused)?;
+        exit.load(&target.symbol, btf).map_err(refused)?;
         exit.attach().map_err(refused)?;
         progress.attaching("fentry/fexit pairs", slot + 1, targets.len());
         AttachSignals::check("fentry/fexit pairs", slot + 1, targets.len())?;
@@ -764,13 +764,13 @@ pub fn attach_tracking(
                     reason,
                 };
                 let refused = |e: ProgramError| fail(Reason::of(e, |e| one_line(e)));
-                let btf = Btf::from_sys_fs().map_err(|e| {
+                let btf = super::kernel_btf().map_err(|e| {
                     fail(Reason::of(e, |e| {
                         format!("--off-cpu needs kernel BTF: {}", one_line(e))
                     }))
                 })?;
                 let prog: &mut BtfTracePoint = program(ebpf, name)?;
-                prog.load(name, &btf).map_err(refused)?;
+                prog.load(name, btf).map_err(refused)?;
                 prog.attach().map_err(refused)?;
             }
             Hook::RawTracepoint(name) => {

@@ -133,12 +133,10 @@ fn attach_raw(ebpf: &mut Ebpf, numbers: &[u32]) -> Result<(), AttachError> {
     // without helper calls); the hash-map object, for kernels that may lack BTF, only as
     // raw tracepoints.
     let btf = if ebpf.program(BTF_PROGRAMS[0].0).is_some() {
-        Some(
-            aya::Btf::from_sys_fs().map_err(|e| AttachError::Tracepoint {
-                tracepoint: "raw_syscalls/sys_enter".into(),
-                reason: Reason::of(e, |e| format!("reading kernel BTF: {}", one_line(e))),
-            })?,
-        )
+        Some(super::kernel_btf().map_err(|e| AttachError::Tracepoint {
+            tracepoint: "raw_syscalls/sys_enter".into(),
+            reason: Reason::of(e, |e| format!("reading kernel BTF: {}", one_line(e))),
+        })?)
     } else {
         None
     };
