@@ -85,7 +85,8 @@ pub const FRAME_OUTSIDE_PARENT: u32 = 2;
 /// Per-task state, created zero-filled in task-local storage (or, on kernels without it, in a
 /// hash map keyed by task): a stack of open frames, so nested and recursive calls are
 /// each timed from their own entry (one start time per task would be overwritten by the
-/// inner call). Only the eBPF side reads it.
+/// inner call). Userspace reads it only from the hash map, to count the calls in flight at a
+/// run's stop.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct TaskFrames {

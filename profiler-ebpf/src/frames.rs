@@ -338,9 +338,12 @@ pub(crate) fn leave<X: ExitContext>(which: ReturnOf, exit: &X) {
     // Fields, not a copy of the whole frame (its `--by` key array made the copy ~30
     // instructions on every call).
     let frame = &task.frames[found & (MAX_DEPTH - 1)];
-    let (func, child_ns) = (frame.func, frame.child_ns);
+    // Everything the rest reads, now: the slot is free again, and a probe nested in a helper
+    // call below could open a frame in it.
+    let (func, child_ns, entry_ns) = (frame.func, frame.child_ns, frame.entry_ns);
+    let stacks = stacks_of(frame);
     let flags = if flags_used() { frame.flags } else { 0 };
-    let duration = now.saturating_sub(frame.entry_ns);
+    let duration = now.saturating_sub(entry_ns);
     let track_off_cpu = config(&TRACK_OFF_CPU) != 0;
     let off_cpu = if track_off_cpu {
         task.off_cpu_ns - frame.off_cpu_at_entry
@@ -379,33 +382,36 @@ pub(crate) fn leave<X: ExitContext>(which: ReturnOf, exit: &X) {
     if !record_into(unsafe { &mut *stats }, func, &call, track_off_cpu) {
         return;
     }
-    let frame = &task.frames[found & (MAX_DEPTH - 1)];
+    let slow = slowest::SlowFrame {
+        func,
+        entry_ns,
+        stacks,
+        duration,
+        off_cpu,
+    };
     // The key's values exist only where something uses them: an unkeyed run zeroing a key
     // array here paid a byte-by-byte `memset` call, 155 instructions per call (a TCG
     // instruction count, `cargo xtask bench --only insns`).
     if keys::keyed() {
-        let key = keys::key_of(exit, func, frame.key);
+        // The key was read at entry into the frame; the frame's slot only changes when a
+        // probe runs in a helper call of this return, which only a keyed run makes before
+        // this read (`record_into`'s lookups are inlined or plain array lookups).
+        let key = keys::key_of(exit, func, task.frames[found & (MAX_DEPTH - 1)].key);
         keys::record_keyed(&key, &call);
         if slowest::enabled() {
-            slowest::offer(frame, key.values, duration, off_cpu);
+            slowest::offer(&slow, key.values);
         }
     } else if slowest::enabled() {
-        slowest::offer(
-            frame,
-            [0; profiler_common::BY_FIELDS_MAX],
-            duration,
-            off_cpu,
-        );
+        slowest::offer(&slow, [0; profiler_common::BY_FIELDS_MAX]);
     }
     // Only the calls whose stack was walked: userspace weights their totals by N.
-    if config(&CAPTURE_STACKS) != StackCapture::None as u8
-        && frame.kernel_stack != STACK_NOT_SAMPLED
-    {
+    let (kernel_stack, user_stack) = stacks;
+    if config(&CAPTURE_STACKS) != StackCapture::None as u8 && kernel_stack != STACK_NOT_SAMPLED {
         let key = StackKey {
             func,
             tgid: (bpf_get_current_pid_tgid() >> 32) as u32,
-            kernel_stack: frame.kernel_stack,
-            user_stack: frame.user_stack,
+            kernel_stack,
+            user_stack,
         };
         add_to_stack(&key, duration);
     }
@@ -414,7 +420,7 @@ pub(crate) fn leave<X: ExitContext>(which: ReturnOf, exit: &X) {
 /// The stack ids a frame holds: (-1, -1) when the run captures none (the frame's fields are
 /// then never written).
 #[inline(always)]
-pub(crate) fn stacks_of(frame: &Frame) -> (i32, i32) {
+fn stacks_of(frame: &Frame) -> (i32, i32) {
     if config(&CAPTURE_STACKS) == StackCapture::None as u8 {
         return (-1, -1);
     }
@@ -563,10 +569,14 @@ pub(crate) fn on_exit(task: TaskId) {
         return;
     };
     // SAFETY: `frames` is the store's non-null pointer to the task's frame stack, valid and
-    // aligned while the program runs; only its depth is read.
+    // aligned while the program runs; only its depth is read and cleared.
     let depth = u64::from(unsafe { (*frames).depth });
     if depth > 0 {
         count(Counter::OrphanedFrames, depth);
+        // Counted once: task storage lives until the task is reaped, and the stop-time
+        // iterator still visits it meanwhile (a zombie).
+        // SAFETY: as above.
+        unsafe { (*frames).depth = 0 };
     }
     if store::release(task) {
         count(Counter::LiveTasks, 1u64.wrapping_neg());

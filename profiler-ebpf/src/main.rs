@@ -34,6 +34,9 @@
 //!   `sched_process_fork` to follow a workload's process tree and `sched_process_exit` to count
 //!   an exiting task's open frames: 4.7. `profiler-compat` also deletes a freed task's entry
 //!   at the raw tracepoint `sched_process_free`: 4.17.
+//! - The calls in flight at a run's stop: here the task iterator `open_frames` (`iter/task`,
+//!   5.11 for its task storage; iterators 5.8); `profiler-compat` has none (userspace walks
+//!   its hash map).
 //!
 //! [`enter`]: frames::enter
 //! [`leave`]: frames::leave

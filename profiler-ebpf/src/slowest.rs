@@ -9,9 +9,9 @@ use aya_ebpf::{
     macros::map,
     maps::PerCpuArray,
 };
-use profiler_common::{Frame, SLOWEST_MAX, SlowCall};
+use profiler_common::{SLOWEST_MAX, SlowCall};
 
-use crate::frames::{config, stacks_of};
+use crate::frames::config;
 
 /// Calls kept per function and CPU (0: `--slowest` is off).
 #[unsafe(no_mangle)]
@@ -30,15 +30,29 @@ pub(crate) fn enabled() -> bool {
     config(&SLOWEST_N) != 0
 }
 
-/// Keeps the call of `frame` if it is among this CPU's N slowest of its function.
+/// A finished call, as `--slowest` keeps it: its frame's fields, read before the frame's
+/// slot could be reused.
+#[derive(Clone, Copy)]
+pub(crate) struct SlowFrame {
+    pub func: u32,
+    pub entry_ns: u64,
+    /// Kernel and user stack ids (-1 when the run captures none).
+    pub stacks: (i32, i32),
+    pub duration: u64,
+    pub off_cpu: u64,
+}
+
+/// Keeps `call` if it is among this CPU's N slowest of its function.
 #[inline(always)]
-pub(crate) fn offer(
-    frame: &Frame,
-    key: [u64; profiler_common::BY_FIELDS_MAX],
-    duration: u64,
-    off_cpu: u64,
-) {
-    let Some(floor) = SLOWEST_FLOOR.get_ptr_mut(frame.func) else {
+pub(crate) fn offer(call: &SlowFrame, key: [u64; profiler_common::BY_FIELDS_MAX]) {
+    let SlowFrame {
+        func,
+        entry_ns,
+        stacks: (kernel_stack, user_stack),
+        duration,
+        off_cpu,
+    } = *call;
+    let Some(floor) = SLOWEST_FLOOR.get_ptr_mut(func) else {
         return;
     };
     // SAFETY: `floor` is the non-null result of a lookup: this CPU's u64, valid while the
@@ -48,7 +62,7 @@ pub(crate) fn offer(
         return;
     }
     let n = config(&SLOWEST_N).min(SLOWEST_MAX);
-    let base = frame.func * SLOWEST_MAX;
+    let base = func * SLOWEST_MAX;
     // The fastest kept call (an empty slot counts as 0): the one to replace.
     let mut victim = 0;
     let mut victim_ns = u64::MAX;
@@ -65,12 +79,11 @@ pub(crate) fn offer(
         return;
     };
     let pid_tgid = bpf_get_current_pid_tgid();
-    let (kernel_stack, user_stack) = stacks_of(frame);
     // SAFETY: `slot` is the non-null result of a lookup: this CPU's SlowCall, written only
     // from this CPU.
     unsafe {
         *slot = SlowCall {
-            entry_ns: frame.entry_ns,
+            entry_ns,
             duration_ns: duration,
             off_cpu_ns: off_cpu,
             pid_tgid,

@@ -62,8 +62,8 @@ pub fn merge_stats<'a>(per_cpu: impl IntoIterator<Item = &'a FuncStats>) -> Func
 }
 
 /// The histogram buckets a function's calls can occupy: those between its fastest and its
-/// slowest call. Reading only these (one `bpf()` lookup each) instead of all `NUM_BUCKETS`
-/// makes a snapshot of many functions an order of magnitude cheaper. The range only widens
+/// slowest call. Reading only these (one `bpf()` lookup per `HIST` element of 32 buckets they
+/// touch) instead of all `NUM_BUCKETS` makes a snapshot of many functions much cheaper. The range only widens
 /// over a run (min falls, max rises), so a call whose bucket lands outside it between the
 /// `STATS` and `HIST` reads is counted by the next snapshot, never lost.
 pub fn occupied_buckets(min_ns: u64, max_ns: u64) -> std::ops::RangeInclusive<u32> {
@@ -106,10 +106,19 @@ pub fn snapshot(ebpf: &Ebpf, functions: usize) -> anyhow::Result<Snapshot> {
     Ok(snapshot)
 }
 
+/// [`open_frames`] for a report: an error becomes a printed note and 0, not a failed run.
+pub fn open_frames_or_note(ebpf: &mut Ebpf, store: TaskStore) -> u64 {
+    open_frames(ebpf, store).unwrap_or_else(|error| {
+        eprintln!("hotprof: note: calls in flight at the stop not counted: {error:#}");
+        0
+    })
+}
+
 /// The frames open on every task now: the calls in flight when a run stops. Each call pays
 /// nothing for this: the main object's `open_frames` task iterator adds up every task's
-/// depth (loaded here, on first use: 5.11+ with BTF, like its task storage); the hash-map
-/// store of older kernels is read entry by entry.
+/// depth (loaded here, on first use: 5.11+ with BTF, like its task storage; it sees the tasks
+/// of hotprof's own PID namespace, so run inside a container's it undercounts); the hash-map
+/// store of older kernels is walked from userspace.
 pub fn open_frames(ebpf: &mut Ebpf, store: TaskStore) -> anyhow::Result<u64> {
     use anyhow::Context as _;
     use std::io::Read as _;
@@ -120,13 +129,13 @@ pub fn open_frames(ebpf: &mut Ebpf, store: TaskStore) -> anyhow::Result<u64> {
                 .context("TASK_FRAMES_BY_TASK map missing")?;
             let tasks: aya::maps::HashMap<&MapData, u64, TaskFrames> =
                 aya::maps::HashMap::try_from(map)?;
-            let mut open = 0;
-            for entry in tasks.iter() {
-                // A task deleted meanwhile ends the walk early on some kernels: not an error.
-                let Ok((_, frames)) = entry else { break };
-                open += u64::from(frames.depth);
+            // By key: a task deleted during the walk makes the kernel restart it from the
+            // first key, so entries can come twice.
+            let mut depths: HashMap<u64, u32> = HashMap::new();
+            for (task, frames) in tasks.iter().flatten() {
+                depths.insert(task, frames.depth);
             }
-            Ok(open)
+            Ok(depths.values().map(|&depth| u64::from(depth)).sum())
         }
         TaskStore::TaskStorage => {
             let mut sum: Array<&mut MapData, u64> = Array::try_from(

@@ -275,13 +275,7 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
         }
     }
     let mut last = collect::snapshot(&ebpf, probed.len())?;
-    last.open_frames = match collect::open_frames(&mut ebpf, task_store) {
-        Ok(open) => open,
-        Err(error) => {
-            eprintln!("hotprof: note: calls in flight at the stop not counted: {error:#}");
-            0
-        }
-    };
+    last.open_frames = collect::open_frames_or_note(&mut ebpf, task_store);
     let kernel_missed = attach::recursion_misses(&ebpf);
     let mut stacks = if args.wants_stacks() {
         Some(collect::stacks(&ebpf)?)

@@ -102,10 +102,12 @@ impl Live {
 
     /// The cumulative recording since attach, read from the maps now.
     fn recording(&self) -> Result<Recording, String> {
-        let guard = self.ebpf.lock().map_err(|_| "map reader panicked")?;
-        let ebpf = guard.as_ref().ok_or("hotprof is shutting down")?;
-        let snapshot = crate::collect::snapshot(ebpf, self.probed.len())
+        let mut guard = self.ebpf.lock().map_err(|_| "map reader panicked")?;
+        let ebpf = guard.as_mut().ok_or("hotprof is shutting down")?;
+        let mut snapshot = crate::collect::snapshot(ebpf, self.probed.len())
             .map_err(|e| format!("cannot read the maps: {e:#}"))?;
+        snapshot.open_frames = crate::collect::open_frames(ebpf, self.task_store)
+            .map_err(|e| format!("cannot count the calls in flight: {e:#}"))?;
         let kernel_missed = attach::recursion_misses(ebpf);
         drop(guard);
         let mut recording = self.session().recording(&snapshot, self.started.elapsed());
@@ -223,13 +225,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
         let _ = tokio::time::timeout(Duration::from_secs(3), &mut server).await;
     }
     server.abort();
-    let ebpf = live
+    let mut ebpf = live
         .ebpf
         .lock()
         .map_err(|_| anyhow::anyhow!("map reader panicked"))?
         .take()
         .context("probes already detached")?;
-    let snapshot = crate::collect::snapshot(&ebpf, live.probed.len())?;
+    let mut snapshot = crate::collect::snapshot(&ebpf, live.probed.len())?;
+    snapshot.open_frames = crate::collect::open_frames_or_note(&mut ebpf, live.task_store);
     let kernel_missed = attach::recursion_misses(&ebpf);
     // Detach every probe before printing.
     drop(links);
