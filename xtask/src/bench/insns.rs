@@ -37,6 +37,9 @@ use crate::vm::Accel;
 /// occasional timer interrupt (a few thousand instructions, < 0.1 per call at this size).
 const CALLS: u64 = 100_000;
 
+/// `--stacks-every N` in its variant: the sampled stacks' cost against the goal of ≤ 2× plain.
+const STACKS_EVERY: u32 = 8;
+
 /// Rows of each attribution table.
 const TOP_SYMBOLS: usize = 15;
 
@@ -96,15 +99,17 @@ enum Variant {
     Floor,
     Hotprof,
     HotprofStacks,
+    HotprofStacksEvery,
     HotprofOffCpu,
     Bpftrace,
 }
 
-const VARIANTS: [Variant; 6] = [
+const VARIANTS: [Variant; 7] = [
     Variant::Empty,
     Variant::Floor,
     Variant::Hotprof,
     Variant::HotprofStacks,
+    Variant::HotprofStacksEvery,
     Variant::HotprofOffCpu,
     Variant::Bpftrace,
 ];
@@ -116,6 +121,7 @@ impl Variant {
             Variant::Floor => "floor",
             Variant::Hotprof => "hotprof",
             Variant::HotprofStacks => "hotprof-stacks",
+            Variant::HotprofStacksEvery => "hotprof-stacks-every",
             Variant::HotprofOffCpu => "hotprof-offcpu",
             Variant::Bpftrace => "bpftrace",
         }
@@ -127,6 +133,7 @@ impl Variant {
             Variant::Floor => "timing floor (task-storage start + 1 bucket)".into(),
             Variant::Hotprof => format!("hotprof {}", mechanism.hotprof_args),
             Variant::HotprofStacks => "hotprof … --stacks".into(),
+            Variant::HotprofStacksEvery => format!("hotprof … --stacks-every {STACKS_EVERY}"),
             Variant::HotprofOffCpu => "hotprof … --off-cpu".into(),
             Variant::Bpftrace => "bpftrace (@start[tid] + hist())".into(),
         }
@@ -152,6 +159,7 @@ impl Variant {
             ),
             Variant::Hotprof => hotprof(""),
             Variant::HotprofStacks => hotprof(" --stacks"),
+            Variant::HotprofStacksEvery => hotprof(&format!(" --stacks-every {STACKS_EVERY}")),
             Variant::HotprofOffCpu => hotprof(" --off-cpu"),
             // The same program as the probe-cost section's bpftrace variant. `-c` wants an
             // ELF file, so the shell runs the script (and execs the workload: same pid).
@@ -169,9 +177,11 @@ impl Variant {
     fn tool_count(self, output: &str) -> Option<Option<u64>> {
         match self {
             Variant::Empty => None,
-            Variant::Floor | Variant::Hotprof | Variant::HotprofStacks | Variant::HotprofOffCpu => {
-                Some(first_calls_line(output))
-            }
+            Variant::Floor
+            | Variant::Hotprof
+            | Variant::HotprofStacks
+            | Variant::HotprofStacksEvery
+            | Variant::HotprofOffCpu => Some(first_calls_line(output)),
             Variant::Bpftrace => Some(bpftrace_hist_total(output)),
         }
     }
@@ -548,6 +558,12 @@ fn render(
         out.push_str(&ratio_line(
             "hotprof --stacks / hotprof",
             of(Variant::HotprofStacks),
+            of(Variant::Hotprof),
+            2.0,
+        ));
+        out.push_str(&ratio_line(
+            &format!("hotprof --stacks-every {STACKS_EVERY} / hotprof"),
+            of(Variant::HotprofStacksEvery),
             of(Variant::Hotprof),
             2.0,
         ));
