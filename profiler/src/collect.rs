@@ -63,9 +63,9 @@ pub fn merge_stats<'a>(per_cpu: impl IntoIterator<Item = &'a FuncStats>) -> Func
 
 /// The histogram buckets a function's calls can occupy: those between its fastest and its
 /// slowest call. Reading only these (one `bpf()` lookup per `HIST` element of 32 buckets they
-/// touch) instead of all `NUM_BUCKETS` makes a snapshot of many functions much cheaper. The range only widens
-/// over a run (min falls, max rises), so a call whose bucket lands outside it between the
-/// `STATS` and `HIST` reads is counted by the next snapshot, never lost.
+/// touch) instead of all `NUM_BUCKETS` makes a snapshot of many functions much cheaper. The
+/// range only widens over a run (min falls, max rises), so a call whose bucket lands outside
+/// it between the `STATS` and `HIST` reads is counted by the next snapshot, never lost.
 pub fn occupied_buckets(min_ns: u64, max_ns: u64) -> std::ops::RangeInclusive<u32> {
     bucket_index(min_ns)..=bucket_index(max_ns.max(min_ns)).min(NUM_BUCKETS - 1)
 }
