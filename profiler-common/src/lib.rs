@@ -6,6 +6,7 @@
 
 pub mod histogram;
 pub mod keys;
+pub mod kfunc;
 pub mod maps;
 
 pub use histogram::{

@@ -201,10 +201,14 @@ pub enum Counter {
     FilteredOut = 11,
     /// `--children`: calls of a child function outside its parent (closed, not recorded).
     OutsideParent = 12,
+    /// kprobe.session calls in flight: +1 at each recorded entry, -1 at its return (per-CPU
+    /// parts, wrapping; only their sum means anything). Session calls have no frames for the
+    /// stop-time count of calls in flight to find.
+    SessionCalls = 13,
 }
 
 /// Number of [`Counter`] slots.
-pub const NUM_COUNTERS: u32 = 13;
+pub const NUM_COUNTERS: u32 = 14;
 
 /// Most slowest calls kept per function (`--slowest N`, N up to this).
 pub const SLOWEST_MAX: u32 = 16;

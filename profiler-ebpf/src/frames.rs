@@ -372,14 +372,10 @@ pub(crate) fn leave<X: ExitContext>(which: ReturnOf, exit: &X) {
         off_cpu,
         outermost: !recursive,
     };
-    let Some(stats) = STATS.get_ptr_mut(func) else {
-        count(Counter::SlotMissing, 1);
+    let Some(stats) = stats_slot(func) else {
         return;
     };
-    // SAFETY: `stats` is the non-null result of a lookup: this CPU's FuncStats in the array,
-    // valid and aligned while the program runs, written only from this CPU (the program runs
-    // with migration disabled).
-    if !record_into(unsafe { &mut *stats }, func, &call, track_off_cpu) {
+    if !record_into(stats, func, &call, track_off_cpu) {
         return;
     }
     let slow = slowest::SlowFrame {
@@ -499,24 +495,33 @@ fn add_to_existing_stack(key: &StackKey, duration: u64) -> bool {
 /// ([`record_into`]): as a call it cost a call, spills and a `Call` on the stack each time.
 #[inline(never)]
 pub(crate) fn record(func: u32, call: &Call) -> bool {
-    let Some(stats) = STATS.get_ptr_mut(func) else {
-        count(Counter::SlotMissing, 1);
+    let Some(stats) = stats_slot(func) else {
         return false;
     };
+    record_into(stats, func, call, config(&TRACK_OFF_CPU) != 0)
+}
+
+/// This CPU's aggregates of slot `func`; a missing slot is counted.
+#[inline(always)]
+pub(crate) fn stats_slot(func: u32) -> Option<&'static mut FuncStats> {
+    let Some(stats) = STATS.get_ptr_mut(func) else {
+        count(Counter::SlotMissing, 1);
+        return None;
+    };
     // SAFETY: `stats` is the non-null result of a lookup: this CPU's FuncStats in the array,
-    // valid and aligned while the program runs, written only from this CPU (the program runs
-    // with migration disabled).
-    record_into(
-        unsafe { &mut *stats },
-        func,
-        call,
-        config(&TRACK_OFF_CPU) != 0,
-    )
+    // valid and aligned while the program runs (which is as long as the reference is used),
+    // written only from this CPU (the program runs with migration disabled).
+    Some(unsafe { &mut *stats })
 }
 
 /// [`record`] into slot `func`'s aggregates, already looked up.
 #[inline(always)]
-fn record_into(stats: &mut FuncStats, func: u32, call: &Call, track_off_cpu: bool) -> bool {
+pub(crate) fn record_into(
+    stats: &mut FuncStats,
+    func: u32,
+    call: &Call,
+    track_off_cpu: bool,
+) -> bool {
     if call.duration < config(&MIN_LATENCY_NS) {
         stats.below_min += 1;
         return false;

@@ -42,15 +42,19 @@
 //! [`leave`]: frames::leave
 #![no_std]
 #![no_main]
+// kfunc calls are written as instruction words (`kfunc.rs`).
+#![feature(asm_experimental_arch)]
 
 mod empty;
 mod filter;
 mod frames;
 mod keys;
+mod kfunc;
 mod probes;
 mod raw_syscalls;
 mod raw_syscalls_btf;
 mod sample;
+mod session;
 mod slowest;
 #[path = "store/task_local.rs"]
 mod store;

@@ -108,6 +108,8 @@ pub struct Probed {
     pub child: bool,
     /// Attached through kprobe mode's kprobe.multi link (not a perf kprobe).
     pub multi_link: bool,
+    /// Attached through kprobe mode's kprobe.session link (no frames).
+    pub session_link: bool,
 }
 
 /// The probes of one invocation, loaded and attached. Dropping `links` and `ebpf` detaches and
@@ -324,6 +326,7 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
                 site: None,
                 child: children.contains(&target.symbol),
                 multi_link: false,
+                session_link: false,
             });
             targets.push(target);
         }
@@ -338,6 +341,7 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
                         site: Some(site.label()),
                         child: children.contains(&target.symbol),
                         multi_link: false,
+                        session_link: false,
                     });
                     // Each site's slot has the function as its target (the stacks' leaf).
                     targets.push(target.clone());
@@ -359,6 +363,7 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
                 site: None,
                 child: false,
                 multi_link: false,
+                session_link: false,
             })
             .collect()
     };
@@ -444,7 +449,7 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
                 &mut ebpf,
                 &targets[..entries],
                 probe.mode,
-                probe.kprobe_attach,
+                kprobe_attach(spec, entries, sites.len()),
                 &mut progress,
             )?;
             for note in attached.notes {
@@ -452,6 +457,7 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
             }
             for (probed, multi) in probed.iter_mut().zip(attached.multi_linked) {
                 probed.multi_link = multi;
+                probed.session_link = attached.session;
             }
             links = attached.links;
             mode = attached.mode;
@@ -464,7 +470,9 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
         mode
     };
     // Calibrated through the link when the run's functions went through it.
-    let kprobe_attach = if probed.iter().any(|p| p.multi_link) {
+    let kprobe_attach = if probed.iter().any(|p| p.session_link) {
+        attach::KprobeAttach::Session
+    } else if probed.iter().any(|p| p.multi_link) {
         attach::KprobeAttach::Multi
     } else {
         attach::KprobeAttach::Single
@@ -490,6 +498,28 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
         calibration,
         keys,
     })
+}
+
+/// How kprobe mode attaches this run's `entries` functions (and `sites` call sites): through
+/// a kprobe.session link when no call needs a frame — one function timed at its entry, no
+/// nesting to see, nothing kept per call but its entry time — else as the user said
+/// (`--no-kprobe-multi`, or the kprobe.multi link).
+fn kprobe_attach(spec: &SessionSpec, entries: usize, sites: usize) -> attach::KprobeAttach {
+    let probe = &spec.probe;
+    let frameless = entries == 1
+        && sites == 0
+        && probe.children.is_empty()
+        && probe.by.is_empty()
+        && probe.condition.is_none()
+        && !spec.off_cpu
+        && spec.stacks == StackCapture::None
+        && spec.slowest == 0
+        && !spec.sample_inside;
+    if frameless && probe.kprobe_attach == attach::KprobeAttach::Multi {
+        attach::KprobeAttach::Session
+    } else {
+        probe.kprobe_attach
+    }
 }
 
 /// Refuses more functions than `--max-functions` allows, before anything is attached: each
@@ -533,6 +563,9 @@ fn child_slots(probed: &[Probed]) -> anyhow::Result<u64> {
 fn kprobe_label<'a>(entries: impl Iterator<Item = &'a Probed>) -> &'static str {
     let (mut multi, mut single) = (false, false);
     for probed in entries {
+        if probed.session_link {
+            return "kprobe.session";
+        }
         if probed.multi_link {
             multi = true;
         } else {
@@ -1133,6 +1166,7 @@ mod tests {
                 site: None,
                 child: false,
                 multi_link: false,
+                session_link: false,
             },
             Probed {
                 name: "__ep_eventpoll_poll".into(),
@@ -1140,6 +1174,7 @@ mod tests {
                 site: None,
                 child: false,
                 multi_link: false,
+                session_link: false,
             },
         ];
         let totals = FunctionTotals {
@@ -1247,6 +1282,7 @@ mod tests {
             site: site.map(str::to_owned),
             child: false,
             multi_link: false,
+            session_link: false,
         };
         let probed = [
             site("generic_perform_write", None),

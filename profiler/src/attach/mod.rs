@@ -14,6 +14,7 @@ mod misses;
 mod mode;
 mod multi;
 mod privileges;
+mod session_link;
 mod syscalls;
 
 pub use btf::{KernelBtfError, kernel_btf};

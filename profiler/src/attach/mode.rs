@@ -17,6 +17,7 @@ use profiler_common::{FENTRY_SLOTS, KPROBE_SLOTS, SYSCALL_SLOTS, names};
 
 use super::interrupt::AttachSignals;
 use super::multi::{self, KprobeAttach};
+use super::session_link;
 use crate::model::TaskStore;
 use crate::progress::Progress;
 use crate::resolve::Target;
@@ -248,8 +249,11 @@ pub struct AttachedFunctions {
     pub mode: AttachedMode,
     pub notes: Vec<String>,
     pub links: KprobeLinks,
-    /// Per target: attached through the kprobe.multi link (kprobe mode; else all false).
+    /// Per target: attached through the kprobe.multi (or kprobe.session) link (kprobe mode;
+    /// else all false).
     pub multi_linked: Vec<bool>,
+    /// Attached through one kprobe.session link.
+    pub session: bool,
 }
 
 /// Attaches the function probes, kprobe mode through a kprobe.multi link where the kernel
@@ -280,6 +284,7 @@ pub fn attach_functions_with(
         notes,
         links: KprobeLinks::default(),
         multi_linked: vec![false; targets.len()],
+        session: false,
     };
     let kprobe = |mut notes: Vec<String>, attached: AttachedKprobes| {
         notes.extend(attached.notes);
@@ -288,6 +293,7 @@ pub fn attach_functions_with(
             notes,
             links: attached.links,
             multi_linked: attached.multi_linked,
+            session: attached.session,
         }
     };
     match mode {
@@ -441,8 +447,10 @@ fn detach_fentry(ebpf: &mut Ebpf, slots: usize) {
 /// What [`attach_kprobes`] attached.
 struct AttachedKprobes {
     links: KprobeLinks,
-    /// Per target: through the kprobe.multi link.
+    /// Per target: through the kprobe.multi (or kprobe.session) link.
     multi_linked: Vec<bool>,
+    /// Through one kprobe.session link, all of them.
+    session: bool,
     notes: Vec<String>,
 }
 
@@ -467,9 +475,32 @@ fn attach_kprobes(
     let mut multi_linked = vec![false; targets.len()];
     let mut links = KprobeLinks::default();
     let (linkable, untraceable) = match how {
-        KprobeAttach::Multi => multi::split_for_multi(targets),
+        KprobeAttach::Session | KprobeAttach::Multi => multi::split_for_multi(targets),
         KprobeAttach::Single => (Vec::new(), (0..targets.len()).collect()),
     };
+    if how == KprobeAttach::Session && untraceable.is_empty() && !linkable.is_empty() {
+        match session_link::attach_session(ebpf, targets, &linkable) {
+            Ok(links) => {
+                progress.attaching("kprobe.session functions", linkable.len(), targets.len());
+                AttachSignals::check(
+                    "functions (one kprobe.session link)",
+                    linkable.len(),
+                    targets.len(),
+                )?;
+                return Ok(AttachedKprobes {
+                    links,
+                    multi_linked: vec![true; targets.len()],
+                    session: true,
+                    notes,
+                });
+            }
+            Err(refused) if refused.is_old_kernel() => {}
+            Err(refused) => notes.push(format!(
+                "{}; using the kprobe.multi link instead",
+                one_line(&refused)
+            )),
+        }
+    }
     let mut single = untraceable;
     if !linkable.is_empty() {
         match multi::attach_multi(ebpf, targets, &linkable) {
@@ -500,6 +531,7 @@ fn attach_kprobes(
     Ok(AttachedKprobes {
         links,
         multi_linked,
+        session: false,
         notes,
     })
 }

@@ -30,6 +30,9 @@ pub const MULTI_EXIT: &str = "kretprobe_multi_exit";
 /// How kprobe mode attaches its functions.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum KprobeAttach {
+    /// One kprobe.session link (6.10+, [`super::session_link`]) where the kernel has it and
+    /// ftrace lists every function; else as `Multi`. Only for runs that need no frames.
+    Session,
     /// A kprobe.multi link for the functions ftrace can trace, where the kernel has it; perf
     /// kprobes for the rest.
     #[default]

@@ -14,6 +14,15 @@ use aya_obj::generated::{
 };
 use thiserror::Error;
 
+/// hotprof patch (HOTPROF-PATCH.md): `BPF_TRACE_KPROBE_SESSION` (56, Linux 6.10) is past the
+/// attach types aya-obj 0.3's bindings know; their `__MAX_BPF_ATTACH_TYPE` is that value.
+const BPF_TRACE_KPROBE_SESSION: aya_obj::generated::bpf_attach_type =
+    aya_obj::generated::bpf_attach_type::__MAX_BPF_ATTACH_TYPE;
+const _: () = assert!(BPF_TRACE_KPROBE_SESSION as u32 == 56);
+/// hotprof patch: `BPF_JMP | BPF_CALL`.
+const KFUNC_CALL_CODE: u8 = 0x85;
+use aya_obj::generated::BPF_PSEUDO_KFUNC_CALL;
+
 use crate::{
     VerifierLogLevel,
     programs::{
@@ -144,6 +153,65 @@ impl KProbe {
                 addrs: &addresses,
                 cookies: &cookies,
                 flags,
+            }),
+        )
+        .map_err(|io_error| SyscallError {
+            call: "bpf_link_create",
+            io_error,
+        })?;
+        data.links
+            .insert(KProbeLink::new(PerfLinkInner::Fd(FdLink::new(link_fd))))
+    }
+
+    /// hotprof patch (HOTPROF-PATCH.md): loads the program for a kprobe.session link
+    /// (`expected_attach_type = BPF_TRACE_KPROBE_SESSION`), after writing each kfunc's BTF id
+    /// into its calls: `kfuncs` are `(placeholder, btf_id)` pairs, and every call instruction
+    /// with `src_reg = BPF_PSEUDO_KFUNC_CALL` and a placeholder as `imm` gets that kfunc's id
+    /// in vmlinux's BTF (aya-obj cannot relocate extern kfuncs; the program writes such calls
+    /// with placeholders instead).
+    ///
+    /// # Minimum kernel version
+    ///
+    /// 6.10, with `CONFIG_FPROBE`.
+    pub fn load_for_session_link(&mut self, kfuncs: &[(i32, u32)]) -> Result<(), ProgramError> {
+        let Self { data, kind: _ } = self;
+        if let Some((_, function)) = data.obj.as_mut() {
+            for insn in &mut function.instructions {
+                if insn.code == KFUNC_CALL_CODE && u32::from(insn.src_reg()) == BPF_PSEUDO_KFUNC_CALL {
+                    if let Some(&(_, btf_id)) = kfuncs.iter().find(|(p, _)| *p == insn.imm) {
+                        insn.imm = btf_id as i32;
+                    }
+                }
+            }
+        }
+        load_program_with_attach_type(BPF_PROG_TYPE_KPROBE, BPF_TRACE_KPROBE_SESSION, data)
+    }
+
+    /// hotprof patch (HOTPROF-PATCH.md): attaches the program, loaded with
+    /// [`KProbe::load_for_session_link`], to kernel functions with one kprobe.session link:
+    /// the program runs at each call's entry and, unless the entry returned non-zero, at its
+    /// return. `functions` as in [`KProbe::attach_multi`].
+    ///
+    /// # Minimum kernel version
+    ///
+    /// 6.10, with `CONFIG_FPROBE`.
+    pub fn attach_session(
+        &mut self,
+        functions: &[(u64, u64)],
+    ) -> Result<KProbeLinkId, ProgramError> {
+        let (addresses, cookies): (Vec<u64>, Vec<u64>) = functions.iter().copied().unzip();
+        let Self { data, kind: _ } = self;
+        let prog_fd = data.fd()?;
+        let prog_fd = prog_fd.as_fd();
+        let link_fd = bpf_link_create(
+            prog_fd,
+            LinkTarget::Iter,
+            BPF_TRACE_KPROBE_SESSION,
+            0,
+            Some(BpfLinkCreateArgs::KProbeMulti {
+                addrs: &addresses,
+                cookies: &cookies,
+                flags: 0,
             }),
         )
         .map_err(|io_error| SyscallError {
