@@ -1245,6 +1245,7 @@ mod tests {
             site: site.map(str::to_owned),
             child: false,
             multi_link,
+            session_link: false,
         };
         let label = |probed: &[Probed], mode| {
             Session {
@@ -1272,6 +1273,45 @@ mod tests {
         assert_eq!(label(&[single(), site()], kprobe), "kprobe+callsite");
         assert_eq!(label(&[site()], AttachedMode::Callsite), "callsite");
         assert_eq!(label(&[multi()], AttachedMode::Fentry), "fentry");
+        let session = Probed {
+            session_link: true,
+            ..multi()
+        };
+        assert_eq!(label(&[session], kprobe), "kprobe.session");
+    }
+
+    #[test]
+    fn only_runs_that_need_no_frames_use_the_session_link() {
+        let one = SessionSpec::default();
+        assert_eq!(kprobe_attach(&one, 1, 0), attach::KprobeAttach::Session);
+        // Nesting to see, or a call site (its frames are matched by stack pointer).
+        assert_eq!(kprobe_attach(&one, 2, 0), attach::KprobeAttach::Multi);
+        assert_eq!(kprobe_attach(&one, 1, 1), attach::KprobeAttach::Multi);
+        // Each option that keeps something in a frame.
+        let with = |change: fn(&mut SessionSpec)| {
+            let mut spec = SessionSpec::default();
+            change(&mut spec);
+            kprobe_attach(&spec, 1, 0)
+        };
+        assert_eq!(with(|s| s.off_cpu = true), attach::KprobeAttach::Multi);
+        assert_eq!(
+            with(|s| s.stacks = StackCapture::Kernel),
+            attach::KprobeAttach::Multi
+        );
+        assert_eq!(with(|s| s.slowest = 3), attach::KprobeAttach::Multi);
+        assert_eq!(
+            with(|s| s.sample_inside = true),
+            attach::KprobeAttach::Multi
+        );
+        assert_eq!(
+            with(|s| s.probe.children = vec!["f".into()]),
+            attach::KprobeAttach::Multi
+        );
+        // What the user chose stays.
+        assert_eq!(
+            with(|s| s.probe.kprobe_attach = attach::KprobeAttach::Single),
+            attach::KprobeAttach::Single
+        );
     }
 
     #[test]
