@@ -274,7 +274,7 @@ pub fn measure(
             // fentry and kprobe.multi links cannot attach to the `__x64_sys_*` entry points
             // on Debian's kernels (ftrace does not list them); a perf kprobe can.
             let candidates =
-                if mode == AttachedMode::Fentry || kprobe_attach == attach::KprobeAttach::Multi {
+                if mode == AttachedMode::Fentry || kprobe_attach != attach::KprobeAttach::Single {
                     [path.body, path.entry]
                 } else {
                     [path.entry, path.body]

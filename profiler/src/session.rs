@@ -38,7 +38,8 @@ pub struct ProbeSpec {
     /// Which tracepoints time them (`--syscall-mode`).
     pub syscall_mode: attach::SyscallMode,
     pub mode: Mode,
-    /// How kprobe mode attaches (`--no-kprobe-multi`: a perf kprobe per function).
+    /// How kprobe mode attaches (`--no-kprobe-session`: the kprobe.multi link's frames;
+    /// `--no-kprobe-multi`: a perf kprobe per function).
     pub kprobe_attach: attach::KprobeAttach,
     /// Calls faster than this are only counted.
     pub min_latency: Option<Duration>,
@@ -501,9 +502,9 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
 }
 
 /// How kprobe mode attaches this run's `entries` functions (and `sites` call sites): through
-/// a kprobe.session link when no call needs a frame — one function timed at its entry, no
-/// nesting to see, nothing kept per call but its entry time — else as the user said
-/// (`--no-kprobe-multi`, or the kprobe.multi link).
+/// a kprobe.session link, unless the user said otherwise (`--no-kprobe-session`,
+/// `--no-kprobe-multi`), only when no call needs a frame — one function timed at its entry,
+/// no nesting to see, nothing kept per call but its entry time; else the kprobe.multi link.
 fn kprobe_attach(spec: &SessionSpec, entries: usize, sites: usize) -> attach::KprobeAttach {
     let probe = &spec.probe;
     let frameless = entries == 1
@@ -515,10 +516,9 @@ fn kprobe_attach(spec: &SessionSpec, entries: usize, sites: usize) -> attach::Kp
         && spec.stacks == StackCapture::None
         && spec.slowest == 0
         && !spec.sample_inside;
-    if frameless && probe.kprobe_attach == attach::KprobeAttach::Multi {
-        attach::KprobeAttach::Session
-    } else {
-        probe.kprobe_attach
+    match probe.kprobe_attach {
+        attach::KprobeAttach::Session if !frameless => attach::KprobeAttach::Multi,
+        chosen => chosen,
     }
 }
 
@@ -1311,6 +1311,10 @@ mod tests {
         assert_eq!(
             with(|s| s.probe.kprobe_attach = attach::KprobeAttach::Single),
             attach::KprobeAttach::Single
+        );
+        assert_eq!(
+            with(|s| s.probe.kprobe_attach = attach::KprobeAttach::Multi),
+            attach::KprobeAttach::Multi
         );
     }
 

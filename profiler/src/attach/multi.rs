@@ -31,11 +31,12 @@ pub const MULTI_EXIT: &str = "kretprobe_multi_exit";
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum KprobeAttach {
     /// One kprobe.session link (6.10+, [`super::session_link`]) where the kernel has it and
-    /// ftrace lists every function; else as `Multi`. Only for runs that need no frames.
+    /// ftrace lists every function; else as `Multi`. The run decides whether it can do
+    /// without frames (`session::kprobe_attach`).
+    #[default]
     Session,
     /// A kprobe.multi link for the functions ftrace can trace, where the kernel has it; perf
-    /// kprobes for the rest.
-    #[default]
+    /// kprobes for the rest (`--no-kprobe-session`).
     Multi,
     /// A perf kprobe and kretprobe per function, as before kprobe.multi (`--no-kprobe-multi`).
     Single,

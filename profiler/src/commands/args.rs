@@ -56,6 +56,13 @@ pub struct ProbeArgs {
     #[arg(long)]
     pub no_kprobe_multi: bool,
 
+    /// In kprobe mode, time a lone function through the kprobe.multi link's frame stack
+    /// instead of a kprobe.session link (Linux 6.10+), which keeps each call's entry time in
+    /// the call itself and costs less, but sees no nesting: a recursive function's calls are
+    /// each timed, not collapsed into the outermost.
+    #[arg(long)]
+    pub no_kprobe_session: bool,
+
     /// Call-site mode: only the call sites in callers matching this glob (`_copy_to_user`
     /// has hundreds).
     #[arg(long, value_name = "GLOB")]
@@ -181,8 +188,10 @@ impl ProbeArgs {
             mode: self.mode.into(),
             kprobe_attach: if self.no_kprobe_multi {
                 KprobeAttach::Single
-            } else {
+            } else if self.no_kprobe_session {
                 KprobeAttach::Multi
+            } else {
+                KprobeAttach::Session
             },
             min_latency: self.min_latency,
             calibrate: !self.no_calibrate,
