@@ -494,7 +494,7 @@ fn attach_kprobes(
                     notes,
                 });
             }
-            Err(refused) if refused.is_old_kernel() => {}
+            Err(refused) if refused.is_expected() => {}
             Err(refused) => notes.push(format!(
                 "{}; using the kprobe.multi link instead",
                 one_line(&refused)

@@ -33,9 +33,13 @@ pub enum SessionRefused {
 }
 
 impl SessionRefused {
-    /// Whether this is only an older kernel (say nothing), not a failure to report.
-    pub fn is_old_kernel(&self) -> bool {
-        matches!(self, SessionRefused::NoKfunc { .. })
+    /// Whether this is only a kernel without kprobe.session (before 6.10) or without BTF
+    /// (whose absence auto mode already reported), not a failure to report.
+    pub fn is_expected(&self) -> bool {
+        matches!(
+            self,
+            SessionRefused::NoKfunc { .. } | SessionRefused::NoBtf(_)
+        )
     }
 }
 
