@@ -14,11 +14,15 @@
 //! Both are BTF tracepoints, as hotprof's own pair in this object (the number at exit is a
 //! direct load of `regs->orig_ax`).
 //!
+//! kprobe.session has one program for both sides: its floor keeps the start time in the call's
+//! session cookie instead of a per-task store.
+//!
 //! Minimum kernels: the empty pairs as their mechanism (kprobe 4.1, fentry/fexit 5.5 with
-//! BTF, syscall tracepoints 4.7, raw tracepoints 4.17); the floor pairs 5.11 with BTF (task
-//! storage).
+//! BTF, syscall tracepoints 4.7, raw tracepoints 4.17, kprobe.session 6.10); the floor pairs
+//! 5.11 with BTF (task storage), the session floor 6.10.
 
 use aya_ebpf::{
+    EbpfContext,
     bindings::pt_regs,
     macros::{btf_map, btf_tracepoint, fentry, fexit, kprobe, kretprobe, map, tracepoint},
     maps::PerCpuArray,
@@ -30,6 +34,7 @@ use aya_ebpf::{
 use profiler_common::{NUM_BUCKETS, bucket_index};
 
 use crate::frames::now_ns;
+use crate::kfunc::{session_cookie, session_is_return};
 use crate::raw_syscalls::traced_slot;
 use crate::task_storage::TaskStorage;
 
@@ -103,12 +108,42 @@ fn floor_leave() {
     if started == 0 {
         return;
     }
-    if let Some(slot) = FLOOR_HIST.get_ptr_mut(bucket_index(now.saturating_sub(started))) {
+    floor_bucket(now.saturating_sub(started));
+}
+
+/// One call of `duration` ns into the floor's histogram.
+#[inline(always)]
+fn floor_bucket(duration: u64) {
+    if let Some(slot) = FLOOR_HIST.get_ptr_mut(bucket_index(duration)) {
         // SAFETY: `slot` is the non-null result of a lookup: this CPU's u64 in FLOOR_HIST,
         // valid and aligned while the program runs, written by no other CPU (the program
         // runs with migration disabled).
         unsafe { *slot += 1 };
     }
+}
+
+/// The kprobe.session empty program: 0 at the entry, so it runs again at the return.
+#[kprobe]
+pub fn empty_session(_ctx: ProbeContext) -> u32 {
+    0
+}
+
+/// The kprobe.session timing floor: the start time in the call's session cookie (no per-task
+/// store at all), one bucket at the return.
+#[kprobe]
+pub fn floor_session(ctx: ProbeContext) -> u32 {
+    let raw = ctx.as_ptr();
+    // SAFETY: loaded for a kprobe.session link only (`empty_probe session`), `raw` its context.
+    if unsafe { session_is_return(raw) } {
+        let now = now_ns();
+        // SAFETY: as above; the call's own cookie, written at its entry.
+        let started = unsafe { *session_cookie(raw) };
+        floor_bucket(now.saturating_sub(started));
+        return 0;
+    }
+    // SAFETY: as above.
+    unsafe { *session_cookie(raw) = now_ns() };
+    0
 }
 
 #[kprobe]

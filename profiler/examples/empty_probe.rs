@@ -12,7 +12,9 @@
 //! `sys_exit_TARGET`, 4.7+) or `raw` (TARGET is an x86-64 syscall number: the raw tracepoints
 //! `raw_syscalls/sys_enter` and `sys_exit` as BTF tracepoints, 5.5+ with BTF, which run for
 //! every syscall; the empty pair
-//! ignores TARGET, the timing floor times only that syscall, found by number as hotprof does).
+//! ignores TARGET, the timing floor times only that syscall, found by number as hotprof does)
+//! or `session` (one program at TARGET's entry and return through a kprobe.session link, 6.10+
+//! with BTF; the floor keeps its start time in the call's session cookie).
 
 use std::process::{Command, ExitCode};
 
@@ -20,13 +22,14 @@ use anyhow::{Context, Result, bail};
 use aya::maps::{Array, PerCpuArray};
 use aya::programs::{BtfTracePoint, FEntry, FExit, KProbe, TracePoint};
 use aya::{Btf, Ebpf, EbpfLoader};
-use profiler_common::names;
+use aya_obj::btf::BtfKind;
+use profiler_common::{kfunc::KFUNCS, names};
 
 /// The same object hotprof loads; the empty programs live in it beside the real ones.
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/profiler"));
 
 const USAGE: &str =
-    "usage: empty_probe [--timed] kprobe|fentry|tracepoint|raw TARGET -- CMD [ARGS]";
+    "usage: empty_probe [--timed] kprobe|fentry|tracepoint|raw|session TARGET -- CMD [ARGS]";
 
 fn main() -> ExitCode {
     match run() {
@@ -120,6 +123,25 @@ fn run() -> Result<u8> {
                     .with_context(|| format!("attaching {program} to raw_syscalls/{event}"))?;
             }
         }
+        "session" => {
+            let address = kallsyms_address(target)?;
+            let btf = Btf::from_sys_fs().context("session mode needs /sys/kernel/btf/vmlinux")?;
+            let mut kfuncs = Vec::new();
+            for (placeholder, name) in KFUNCS {
+                let id = btf
+                    .id_by_type_name_kind(name, BtfKind::Func)
+                    .with_context(|| format!("no {name} in the kernel's BTF (Linux 6.10+)"))?;
+                kfuncs.push((placeholder, id));
+            }
+            let program = format!("{kind}_session");
+            let probe: &mut KProbe = program_mut(&mut ebpf, &program)?;
+            probe
+                .load_for_session_link(&kfuncs)
+                .with_context(|| format!("loading {program}"))?;
+            probe
+                .attach_session(&[(address, 0)])
+                .with_context(|| format!("attaching {program} to {target}"))?;
+        }
         other => bail!("unknown mode {other:?}; {USAGE}"),
     }
     let status = Command::new(&command[0])
@@ -131,6 +153,21 @@ fn run() -> Result<u8> {
     }
     drop(ebpf);
     Ok(status.code().map_or(1, |code| code.clamp(0, 255) as u8))
+}
+
+/// `symbol`'s address in `/proc/kallsyms` (a kprobe.session link takes addresses).
+fn kallsyms_address(symbol: &str) -> Result<u64> {
+    let kallsyms = std::fs::read_to_string("/proc/kallsyms").context("reading /proc/kallsyms")?;
+    kallsyms
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let address = fields.next()?;
+            let name = fields.nth(1)?;
+            (name == symbol).then(|| u64::from_str_radix(address, 16).ok())?
+        })
+        .find(|&address| address != 0)
+        .with_context(|| format!("no address for {symbol} in /proc/kallsyms"))
 }
 
 /// Every call the timing floor timed: its histogram summed over buckets and CPUs.
