@@ -20,6 +20,10 @@
 //!   every function of the run's kprobe.multi link, each function's id its cookie): 5.18 with
 //!   `CONFIG_FPROBE`, functions ftrace lists only; the rest, and every function on older
 //!   kernels, use the kprobe/kretprobe programs above.
+//! - kprobe.session (`kprobe_session`, one program at both sides of each call, the entry time
+//!   in the call's session cookie: no frames, no per-task lookup), for a run of one function
+//!   that needs no frames: 6.10 with `CONFIG_FPROBE` and BTF (its kfuncs are called by BTF
+//!   id, `kfunc.rs`). Main object only.
 //! - fentry/fexit (`fentry_N`/`fexit_N`, one pair per function slot): 5.5, BTF required.
 //! - syscall tracepoints (`sys_enter_N`/`sys_exit_N`, one pair per syscall slot on
 //!   `syscalls:sys_enter_NAME`/`sys_exit_NAME`): 4.7.

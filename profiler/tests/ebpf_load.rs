@@ -133,6 +133,26 @@ fn load_every_program_with(config: &ProbeConfig, store: TaskStore) -> Vec<String
             .load("sched_switch", &btf)
             .unwrap_or_else(|e| panic!("sched_switch rejected: {e:?}"));
         loaded.push("sched_switch".to_string());
+        // kprobe.session (6.10+, main object only), its kfunc calls given their BTF ids as
+        // attaching does: the verifier checks them against the kfuncs' prototypes.
+        let kfuncs: Vec<(i32, u32)> = profiler_common::kfunc::KFUNCS
+            .iter()
+            .map(|&(placeholder, name)| {
+                let id = btf
+                    .id_by_type_name_kind(name, aya_obj::btf::BtfKind::Func)
+                    .unwrap_or_else(|e| panic!("{name} not in this kernel's BTF: {e}"));
+                (placeholder, id)
+            })
+            .collect();
+        let session: &mut KProbe = ebpf
+            .program_mut("kprobe_session")
+            .unwrap()
+            .try_into()
+            .unwrap();
+        session
+            .load_for_session_link(&kfuncs)
+            .unwrap_or_else(|e| panic!("kprobe_session rejected: {e:?}"));
+        loaded.push("kprobe_session".to_string());
     }
     let sample: &mut PerfEvent = ebpf
         .program_mut("on_cpu_sample")
@@ -150,9 +170,10 @@ fn load_every_program_with(config: &ProbeConfig, store: TaskStore) -> Vec<String
 #[ignore = "needs root: loads programs into the running kernel"]
 fn every_program_of_the_task_storage_object_passes_the_verifier() {
     let loaded = load_every_program(TaskStore::TaskStorage);
+    // 13 as before kprobe.session, and kprobe_session (this object only).
     assert_eq!(
         loaded.len(),
-        13 + KPROBE_SLOTS as usize + 2 * SYSCALL_SLOTS as usize
+        14 + KPROBE_SLOTS as usize + 2 * SYSCALL_SLOTS as usize
     );
 }
 

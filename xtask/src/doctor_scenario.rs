@@ -9,7 +9,7 @@ use crate::scenarios::{Ctx, Guest};
 /// `hotprof doctor` on each kernel: kprobes everywhere (every scenario attaches them); fentry
 /// everywhere, 5.10 included (`getpid_exact_fentry` attaches `__do_sys_getpid` there); task
 /// storage from 5.11 (5.10 runs the hash-map object); kprobe.multi and kprobe.session
-/// (informational) on 6.12 and 7.x, while 5.10 does not know them and Debian's 6.1 is built
+/// (kprobe mode's optional links) on 6.12 and 7.x, while 5.10 does not know them and Debian's 6.1 is built
 /// without fprobe; the syscall tracepoints and tracefs everywhere; exit 0 with the verdict
 /// last. `--version` names the commit, aya and the eBPF object.
 pub fn doctor_matches_what_works(ctx: &mut Ctx) -> Result<()> {

@@ -358,10 +358,12 @@ fn kprobe_multi(facts: &Facts) -> Row {
             part("kprobe.multi", multi),
             part("kprobe.session", session)
         ),
-        enables: "nothing yet (informational): hotprof attaches a kprobe per function; \
-                  kprobe.multi (5.18+) attaches many in one call, kprobe.session (6.10+) pairs \
-                  entry and return",
-        fix: "nothing needed by hotprof; they need Linux 5.18+ / 6.10+ with CONFIG_FPROBE".into(),
+        enables: "kprobe mode's links: kprobe.multi (5.18+) attaches and detaches many \
+                  functions in one call; kprobe.session (6.10+) times a lone function with no \
+                  per-task lookup (its cheapest mode); without them, a perf kprobe per function",
+        fix: "nothing needed (perf kprobes work alike, slower to attach and per call); they \
+              need Linux 5.18+ / 6.10+ with CONFIG_FPROBE"
+            .into(),
     }
 }
 
@@ -710,7 +712,7 @@ mod tests {
     }
 
     #[test]
-    fn kprobe_multi_and_session_are_one_informational_row() {
+    fn kprobe_multi_and_session_are_one_row() {
         let facts = Facts {
             kprobe_session: fails("Invalid argument (os error 22)"),
             ..healthy()
@@ -736,7 +738,7 @@ mod tests {
             ),
             "{multi:?}"
         );
-        assert!(multi.enables.starts_with("nothing yet (informational)"));
+        assert!(multi.enables.starts_with("kprobe mode's links"));
         // Missing, it does not decide anything.
         let none = Facts {
             kprobe_multi: fails("x"),

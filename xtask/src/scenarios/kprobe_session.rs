@@ -1,0 +1,185 @@
+//! kprobe mode through one kprobe.session link (6.10+): a lone function timed at its entry,
+//! with no option that needs a frame, runs one program at each call's entry and return with
+//! the entry time in the call's session cookie. Exact counts, the filters rejecting calls at
+//! their entry, `--min-latency`, recursion (every call counted, none nested), calls in flight
+//! at the stop from the `SessionCalls` gauge, and nothing left in the kernel afterwards.
+
+use anyhow::{Context, Result, ensure};
+
+use super::{Ctx, Guest, Report};
+
+const CALLS: u64 = 5_000;
+/// epoll_nest's polls: nested three deep, each outer poll re-enters `__ep_eventpoll_poll`.
+const ITERS: u64 = 100;
+/// `sleep 60`s begun while attached and still sleeping at the stop.
+const SLEEPS: u64 = 5;
+
+/// The value of the first `name=N` field on the guest's output.
+fn field(guest: &Guest, name: &str) -> Result<u64> {
+    let prefix = format!("{name}=");
+    let lines = guest.lines_containing(&prefix);
+    let value = lines
+        .iter()
+        .flat_map(|l| l.split_whitespace())
+        .find_map(|f| f.strip_prefix(&prefix))
+        .with_context(|| format!("no {name}= line"))?;
+    value.parse().with_context(|| format!("{name}={value}"))
+}
+
+/// A report of kprobe.session mode, checked to be one.
+fn session_report(guest: &Guest, file: &str) -> Result<Report> {
+    let report = guest.report(file)?;
+    ensure!(
+        report.json["mode"] == "kprobe.session",
+        "{file}: mode {}, want kprobe.session",
+        report.json["mode"]
+    );
+    Ok(report)
+}
+
+/// Every loss counter of `report` that is not zero.
+fn nonzero_losses(report: &Report) -> Vec<String> {
+    report.json["losses"]
+        .as_object()
+        .map(|losses| {
+            losses
+                .iter()
+                .filter(|(_, value)| value.as_u64() != Some(0))
+                .map(|(name, value)| format!("{name}={value}"))
+                .collect()
+        })
+        .unwrap_or_else(|| vec!["no losses object".to_owned()])
+}
+
+/// 6.12, 7.x: `__do_sys_getpid` alone in kprobe mode goes through the kprobe.session link and
+/// counts the workload's getpids exactly with no loss; another process's getpids, running all
+/// along, are rejected at their entry (and leave nothing open); `--min-latency 1s` puts every
+/// call in `below_min_latency`; the recursive `__ep_eventpoll_poll` counts every call, inner
+/// and outer, as the frames of `--no-kprobe-session` do, but as outermost calls (no frames, no
+/// nesting seen); sleeps open at the stop are counted by the gauge; and afterwards no
+/// ftrace-enabled function and no hotprof program is left.
+pub(super) fn kprobe_session_exact(ctx: &mut Ctx) -> Result<()> {
+    let guest = ctx.run(&format!(
+        r#"T=/sys/kernel/tracing
+run() {{ out=$1; shift; hotprof "$@" --no-calibrate --json /out/$out.json > /out/$out.txt 2>&1 || {{ cat /out/$out.txt; exit 1; }}; }}
+run exact --fn __do_sys_getpid --mode kprobe -- syscall_lat {CALLS}
+syscall_lat 1000000000 > /dev/null &
+other=$!
+run filtered --fn __do_sys_getpid --mode kprobe -- syscall_lat {CALLS}
+run others --fn __do_sys_getpid --mode kprobe --duration 1s
+kill $other
+run min --fn __do_sys_getpid --mode kprobe --min-latency 1s -- syscall_lat {CALLS}
+run nested --fn __ep_eventpoll_poll --mode kprobe -- epoll_nest 3 {ITERS}
+run nested_frames --fn __ep_eventpoll_poll --mode kprobe --no-kprobe-session -- epoll_nest 3 {ITERS}
+hotprof --fn do_nanosleep --mode kprobe --comm sleep --duration 6s --no-calibrate --json /out/open.json > /out/open.txt 2>&1 &
+pid=$!
+for i in $(seq 1 60); do grep -q attached /out/open.txt && break; sleep 0.5; done
+echo "enabled_during=$(grep -c '^do_nanosleep' $T/enabled_functions)"
+hotprof status > /dev/null; echo "status_during=$?"
+for i in $(seq 1 {SLEEPS}); do sleep 60 & done
+wait $pid; echo "open_rc=$?"
+cat /out/open.txt
+echo "enabled_after=$(grep -c . $T/enabled_functions)"
+hotprof status > /dev/null; echo "status_after=$?"
+"#
+    ))?;
+    guest.expect_exit(0)?;
+
+    // The workload's getpids, each once, nothing lost.
+    let exact = session_report(&guest, "exact.json")?;
+    let count = exact.function("__do_sys_getpid")?.u64("count")?;
+    ensure!(count == CALLS, "counted {count} getpids, want {CALLS}");
+    let losses = nonzero_losses(&exact);
+    ensure!(losses.is_empty(), "losses: {losses:?}");
+
+    // Another getpid caller, busy before, during and after the traced workload (the
+    // system-wide run after it still sees its calls): rejected at entry, so neither counted
+    // nor left open in the gauge.
+    let filtered = session_report(&guest, "filtered.json")?;
+    let count = filtered.function("__do_sys_getpid")?.u64("count")?;
+    let losses = nonzero_losses(&filtered);
+    ensure!(
+        count == CALLS && losses.is_empty(),
+        "with another getpid caller running: counted {count}, want {CALLS}; losses {losses:?}"
+    );
+    let others = session_report(&guest, "others.json")?
+        .function("__do_sys_getpid")?
+        .u64("count")?;
+    ensure!(
+        others > 0,
+        "the other getpid caller was not running: a second of the whole system saw no getpid"
+    );
+
+    // `--min-latency 1s`: every call timed below it, counted apart from the histogram.
+    let min = session_report(&guest, "min.json")?;
+    let function = min.function("__do_sys_getpid")?;
+    let (count, below) = (function.u64("count")?, function.u64("below_min_latency")?);
+    ensure!(
+        count == 0 && below == CALLS,
+        "--min-latency 1s: {count} counted and {below} below the minimum, want 0 and {CALLS}"
+    );
+
+    // Recursion: frames collapse it (fewer outermost calls than calls); the session program
+    // has no frames, so it sees no nesting: every call is outermost, and the count is the same.
+    let frames = guest.report("nested_frames.json")?;
+    ensure!(
+        frames.json["mode"] == "kprobe.multi",
+        "--no-kprobe-session: mode {}, want kprobe.multi",
+        frames.json["mode"]
+    );
+    let framed = frames.function("__ep_eventpoll_poll")?;
+    let (framed_count, framed_outer) = (framed.u64("count")?, framed.u64("outer_count")?);
+    ensure!(
+        framed_count == 3 * ITERS + 3 && framed_outer == ITERS + 2,
+        "frames: nested epoll counted {framed_count}, {framed_outer} outermost, want {} and {}",
+        3 * ITERS + 3,
+        ITERS + 2
+    );
+    let session = session_report(&guest, "nested.json")?;
+    let nested = session.function("__ep_eventpoll_poll")?;
+    let (count, outer) = (nested.u64("count")?, nested.u64("outer_count")?);
+    ensure!(
+        count == framed_count && outer == count,
+        "kprobe.session: nested epoll counted {count}, {outer} outermost, want {framed_count} \
+         (as the frames counted), all outermost"
+    );
+    let losses = nonzero_losses(&session);
+    ensure!(losses.is_empty(), "nested epoll, kprobe.session: {losses:?}");
+
+    // Sleeps begun after attaching and still sleeping at the stop: the gauge's count. The
+    // wait for the attach sleeps too, but those sleeps return before the stop.
+    ensure!(field(&guest, "open_rc")? == 0, "the --duration run failed");
+    let open = session_report(&guest, "open.json")?;
+    let at_stop = open.json["losses"]["open_at_stop"].as_u64();
+    ensure!(
+        at_stop == Some(SLEEPS),
+        "want {SLEEPS} calls in flight at the stop, got {at_stop:?}"
+    );
+    ensure!(
+        guest
+            .lines_containing(&format!("{SLEEPS} calls still in flight at stop"))
+            .len()
+            == 1,
+        "the report does not say {SLEEPS} calls were in flight"
+    );
+
+    // Attached through fprobe (ftrace lists the function as enabled) and seen by `hotprof
+    // status`; gone after the run.
+    ensure!(
+        field(&guest, "enabled_during")? == 1,
+        "do_nanosleep is not ftrace-enabled while the kprobe.session link is attached"
+    );
+    ensure!(
+        field(&guest, "status_during")? == 1,
+        "hotprof status did not see the kprobe.session program while it ran"
+    );
+    ensure!(
+        field(&guest, "enabled_after")? == 0,
+        "ftrace functions still enabled after the runs"
+    );
+    ensure!(
+        field(&guest, "status_after")? == 0,
+        "hotprof status still sees hotprof programs after the runs"
+    );
+    Ok(())
+}
