@@ -106,8 +106,20 @@ pub fn snapshot(ebpf: &Ebpf, functions: usize) -> anyhow::Result<Snapshot> {
     Ok(snapshot)
 }
 
+/// The run's last snapshot, at its stop (probes still attached): every map, and the calls in
+/// flight ([`open_frames_or_note`]).
+pub fn final_snapshot(
+    ebpf: &mut Ebpf,
+    functions: usize,
+    store: TaskStore,
+) -> anyhow::Result<Snapshot> {
+    let mut last = snapshot(ebpf, functions)?;
+    last.open_frames = open_frames_or_note(ebpf, store);
+    Ok(last)
+}
+
 /// [`open_frames`] for a report: an error becomes a printed note and 0, not a failed run.
-pub fn open_frames_or_note(ebpf: &mut Ebpf, store: TaskStore) -> u64 {
+fn open_frames_or_note(ebpf: &mut Ebpf, store: TaskStore) -> u64 {
     open_frames(ebpf, store).unwrap_or_else(|error| {
         eprintln!("hotprof: note: calls in flight at the stop not counted: {error:#}");
         0

@@ -274,8 +274,7 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
             break;
         }
     }
-    let mut last = collect::snapshot(&ebpf, probed.len())?;
-    last.open_frames = collect::open_frames_or_note(&mut ebpf, task_store);
+    let last = collect::final_snapshot(&mut ebpf, probed.len(), task_store)?;
     let kernel_missed = attach::recursion_misses(&ebpf);
     let mut stacks = if args.wants_stacks() {
         Some(collect::stacks(&ebpf)?)

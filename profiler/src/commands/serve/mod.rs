@@ -231,8 +231,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
         .map_err(|_| anyhow::anyhow!("map reader panicked"))?
         .take()
         .context("probes already detached")?;
-    let mut snapshot = crate::collect::snapshot(&ebpf, live.probed.len())?;
-    snapshot.open_frames = crate::collect::open_frames_or_note(&mut ebpf, live.task_store);
+    let snapshot = crate::collect::final_snapshot(&mut ebpf, live.probed.len(), live.task_store)?;
     let kernel_missed = attach::recursion_misses(&ebpf);
     // Detach every probe before printing.
     drop(links);
