@@ -207,6 +207,10 @@ pub enum Counter {
     SessionCalls = 13,
 }
 
+/// Words of the kprobe.session programs' bitmap of traced thread groups: one bit for every
+/// pid up to `PID_MAX_LIMIT` on 64-bit kernels (4 Mi).
+pub const TGID_BIT_WORDS: u32 = (4 * 1024 * 1024) / 64;
+
 /// Number of [`Counter`] slots.
 pub const NUM_COUNTERS: u32 = 14;
 

@@ -113,11 +113,26 @@ pub(crate) fn count(counter: Counter, n: u64) {
 /// values and drops the dead branches.
 #[inline(always)]
 pub(crate) fn wanted(pid_tgid: u64) -> bool {
-    wanted_task(pid_tgid) && wanted_now()
+    wanted_with(pid_tgid, traced_tgid)
+}
+
+/// [`wanted`], with `traced` saying whether a thread group is in the traced process tree
+/// (asked only when the run filters by it).
+#[inline(always)]
+pub(crate) fn wanted_with(pid_tgid: u64, traced: impl FnOnce(u32) -> bool) -> bool {
+    wanted_task(pid_tgid, traced) && wanted_now()
+}
+
+/// Whether thread group `tgid` is in `TGIDS`.
+#[inline(always)]
+pub(crate) fn traced_tgid(tgid: u32) -> bool {
+    // SAFETY: only whether there is an entry is used; the value behind the reference, which
+    // userspace or another CPU may change meanwhile, is never read.
+    unsafe { TGIDS.get(tgid) }.is_some()
 }
 
 #[inline(always)]
-fn wanted_task(pid_tgid: u64) -> bool {
+fn wanted_task(pid_tgid: u64, traced: impl FnOnce(u32) -> bool) -> bool {
     let tid = pid_tgid as u32;
     let tgid = (pid_tgid >> 32) as u32;
     if tgid == config(&EXCLUDE_TGID) {
@@ -127,9 +142,7 @@ fn wanted_task(pid_tgid: u64) -> bool {
     if only_tid != 0 && only_tid != tid {
         return false;
     }
-    // SAFETY: only whether there is an entry is used; the value behind the reference, which
-    // userspace or another CPU may change meanwhile, is never read.
-    if config(&FILTER_TGIDS) != 0 && unsafe { TGIDS.get(tgid) }.is_none() {
+    if config(&FILTER_TGIDS) != 0 && !traced(tgid) {
         return false;
     }
     true

@@ -269,7 +269,7 @@ pub fn kretprobe_multi_exit(ctx: RetProbeContext) -> u32 {
 
 /// The function id userspace set as this function's cookie in the kprobe.multi link.
 #[inline(always)]
-pub(crate) fn attach_cookie<C: EbpfContext>(ctx: &C) -> u32 {
+fn attach_cookie<C: EbpfContext>(ctx: &C) -> u32 {
     // SAFETY: the helper's argument is this program's own context, as it requires; it only
     // reads the cookie of the address the program runs for.
     unsafe { bpf_get_attach_cookie(ctx.as_ptr()) as u32 }

@@ -11,14 +11,63 @@
 //! Minimum kernel 6.10 with `CONFIG_FPROBE` (kprobe.session links and their kfuncs), kernel
 //! BTF (the kfuncs are found by BTF id); functions ftrace lists only. Main object only.
 
-use aya_ebpf::{
-    EbpfContext, helpers::bpf_get_current_pid_tgid, macros::kprobe, programs::ProbeContext,
-};
-use profiler_common::{Call, Counter};
+use core::arch::asm;
 
-use crate::frames::{count, now_ns, record_into, stats_slot, wanted};
+use aya_ebpf::{
+    EbpfContext,
+    helpers::bpf_get_current_pid_tgid,
+    macros::{kprobe, map},
+    maps::Array,
+    programs::ProbeContext,
+};
+use profiler_common::{Call, Counter, TGID_BIT_WORDS};
+
+use crate::frames::{count, now_ns, record_into, stats_slot, traced_tgid, wanted_with};
 use crate::kfunc::{session_cookie, session_is_return};
-use crate::probes::attach_cookie;
+
+/// The link's one function's slot. Not its attach cookie: `bpf_get_attach_cookie` searches the
+/// link's addresses (a bsearch) at every call, ~70 instructions per call on 6.12 (a TCG count,
+/// `cargo xtask bench --only insns`), and userspace links exactly one function, slot 0.
+const SLOT: u32 = 0;
+
+/// Thread groups found in `TGIDS`, one bit each (word `tgid / 64`, bit `tgid % 64`): the
+/// process-tree filter's hash lookup cost every call ~140 instructions (a TCG count); the
+/// frame-stack programs pay it once per task, these programs have no per-task state. Only a
+/// cache: a clear bit means "ask `TGIDS`", so nothing depends on userspace writing it. Bits
+/// are never cleared, as `TGIDS` entries are never deleted.
+#[map]
+static TGID_BITS: Array<u64> = Array::with_max_entries(TGID_BIT_WORDS, 0);
+
+/// Whether thread group `tgid` is traced: its bit, else `TGIDS` (setting the bit on a hit).
+#[inline(always)]
+fn traced_tgid_cached(tgid: u32) -> bool {
+    let Some(word) = TGID_BITS.get_ptr_mut(tgid / 64) else {
+        // Beyond the largest pid Linux allows: never happens; ask the map.
+        return traced_tgid(tgid);
+    };
+    let bit = 1u64 << (tgid % 64);
+    // SAFETY: `word` is the non-null result of a lookup: a u64 of the array, valid and aligned
+    // while the program runs. Other CPUs set bits in it too: a plain load sees each bit set
+    // or not, and the update is atomic.
+    if unsafe { core::ptr::read_volatile(word) } & bit != 0 {
+        return true;
+    }
+    if !traced_tgid(tgid) {
+        return false;
+    }
+    // An atomic OR (BPF atomics: 5.12+; this program 6.10+). Rust's `fetch_or` needs
+    // compare-and-swap loops the BPF target does not offer, hence the instruction itself.
+    // SAFETY: as above; the instruction writes only that u64.
+    unsafe {
+        asm!(
+            "lock *(u64 *)({word} + 0) |= {bit}",
+            word = in(reg) word,
+            bit = in(reg) bit,
+            options(nostack),
+        );
+    }
+    true
+}
 
 /// Entry: 0 to be run again at the return, 1 for a call not to time.
 #[kprobe]
@@ -31,11 +80,11 @@ pub fn kprobe_session(ctx: ProbeContext) -> u32 {
         // SAFETY: as above; the cookie is this call's own u64, never null, written at its
         // entry (a return runs only after an entry that returned 0, which wrote it).
         let started = unsafe { *session_cookie(raw) };
-        record_session(attach_cookie(&ctx), now.saturating_sub(started));
+        record_session(SLOT, now.saturating_sub(started));
         count(Counter::SessionCalls, 1u64.wrapping_neg());
         return 0;
     }
-    if !wanted(bpf_get_current_pid_tgid()) {
+    if !wanted_with(bpf_get_current_pid_tgid(), traced_tgid_cached) {
         return 1;
     }
     count(Counter::SessionCalls, 1);

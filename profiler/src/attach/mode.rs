@@ -478,15 +478,12 @@ fn attach_kprobes(
         KprobeAttach::Session | KprobeAttach::Multi => multi::split_for_multi(targets),
         KprobeAttach::Single => (Vec::new(), (0..targets.len()).collect()),
     };
-    if how == KprobeAttach::Session && untraceable.is_empty() && !linkable.is_empty() {
-        match session_link::attach_session(ebpf, targets, &linkable) {
+    // One function, which ftrace lists (the link records into slot 0 only).
+    if let (KprobeAttach::Session, [target], [0]) = (how, targets, linkable.as_slice()) {
+        match session_link::attach_session(ebpf, target) {
             Ok(links) => {
-                progress.attaching("kprobe.session functions", linkable.len(), targets.len());
-                AttachSignals::check(
-                    "functions (one kprobe.session link)",
-                    linkable.len(),
-                    targets.len(),
-                )?;
+                progress.attaching("kprobe.session functions", 1, 1);
+                AttachSignals::check("functions (one kprobe.session link)", 1, 1)?;
                 return Ok(AttachedKprobes {
                     links,
                     multi_linked: vec![true; targets.len()],

@@ -55,18 +55,11 @@ pub fn kfunc_ids(btf: &Btf) -> Result<Vec<(i32, u32)>, SessionRefused> {
         .collect()
 }
 
-/// Attaches `ids` (indexes into `targets`, each function's id its cookie) with one
-/// kprobe.session link. On failure nothing stays attached.
-pub fn attach_session(
-    ebpf: &mut Ebpf,
-    targets: &[Target],
-    ids: &[usize],
-) -> Result<KprobeLinks, SessionRefused> {
+/// Attaches `target`, the run's one function (slot 0, which the program records into without
+/// asking the link's cookie), with a kprobe.session link. On failure nothing stays attached.
+pub fn attach_session(ebpf: &mut Ebpf, target: &Target) -> Result<KprobeLinks, SessionRefused> {
     let kfuncs = kfunc_ids(super::kernel_btf().map_err(SessionRefused::NoBtf)?)?;
-    let functions: Vec<(u64, u64)> = ids
-        .iter()
-        .map(|&id| (targets[id].address, id as u64))
-        .collect();
+    let functions = [(target.address, 0)];
     let load_refused = |reason| SessionRefused::Load { reason };
     let program: &mut KProbe =
         program(ebpf, SESSION_PROGRAM).map_err(|e| load_refused(Reason::of(e, |e| e.message())))?;
