@@ -29,20 +29,8 @@ const CALL_SESSION_COOKIE: u64 = kfunc_call(SESSION_COOKIE);
 /// Only in a program loaded for a kprobe.session link, with `ctx` its context.
 #[inline(always)]
 pub unsafe fn session_is_return(ctx: *mut c_void) -> bool {
-    let is_return: u64;
     // SAFETY: the caller's contract; the kfunc reads only the current session's run context.
-    // Like every call it clobbers r1-r5 and returns in r0.
-    unsafe {
-        asm!(
-            ".quad {call}",
-            call = const CALL_SESSION_IS_RETURN,
-            inout("r1") ctx => _,
-            lateout("r0") is_return,
-            lateout("r2") _, lateout("r3") _, lateout("r4") _, lateout("r5") _,
-            options(nostack),
-        );
-    }
-    is_return as u8 != 0
+    unsafe { call_with_context::<CALL_SESSION_IS_RETURN>(ctx) as u8 != 0 }
 }
 
 /// `bpf_session_cookie()`: this call's own 8 bytes, the same at its entry and its return (one
@@ -53,17 +41,27 @@ pub unsafe fn session_is_return(ctx: *mut c_void) -> bool {
 /// Only in a program loaded for a kprobe.session link, with `ctx` its context.
 #[inline(always)]
 pub unsafe fn session_cookie(ctx: *mut c_void) -> *mut u64 {
-    let cookie: *mut u64;
     // SAFETY: as in `session_is_return`.
+    unsafe { call_with_context::<CALL_SESSION_COOKIE>(ctx) as *mut u64 }
+}
+
+/// Runs the kfunc call instruction `CALL` with `ctx` as its argument; its return value.
+///
+/// # Safety
+/// As the kfunc requires.
+#[inline(always)]
+unsafe fn call_with_context<const CALL: u64>(ctx: *mut c_void) -> u64 {
+    let ret: u64;
+    // SAFETY: the caller's contract. Like every call it clobbers r1-r5 and returns in r0.
     unsafe {
         asm!(
             ".quad {call}",
-            call = const CALL_SESSION_COOKIE,
+            call = const CALL,
             inout("r1") ctx => _,
-            lateout("r0") cookie,
+            lateout("r0") ret,
             lateout("r2") _, lateout("r3") _, lateout("r4") _, lateout("r5") _,
             options(nostack),
         );
     }
-    cookie
+    ret
 }
