@@ -120,6 +120,14 @@ pub(crate) fn leading_zeros(mut x: u64) -> u32 {
 /// 128-bit multiply), so the in-kernel sum of squares never overflows.
 #[inline(always)]
 pub fn add_square(lo: &mut u64, hi: &mut u64, value: u64) {
+    if value >> 32 == 0 {
+        // Any call under 4.3 s: its square fits 64 bits, one multiply instead of three (~12
+        // instructions less on every return, a TCG count: `cargo xtask bench --only insns`).
+        let (new_lo, carry) = lo.overflowing_add(value * value);
+        *lo = new_lo;
+        *hi = hi.wrapping_add(carry as u64);
+        return;
+    }
     let (v_hi, v_lo) = (value >> 32, value & 0xffff_ffff);
     // value² = v_hi²·2^64 + 2·v_hi·v_lo·2^32 + v_lo²
     let low = v_lo * v_lo;

@@ -108,7 +108,7 @@ pub struct FuncStats {
     /// 128-bit sum of squared durations, for the standard deviation.
     pub sum_sq_lo: u64,
     pub sum_sq_hi: u64,
-    /// `u64::MAX` until the first call.
+    /// Meaningless until the first call (`count` 0: the maps start zeroed).
     pub min_ns: u64,
     pub max_ns: u64,
     /// Sum of the on-CPU part of each call (`--off-cpu` only).

@@ -11,13 +11,10 @@
 //! Minimum kernel 6.10 with `CONFIG_FPROBE` (kprobe.session links and their kfuncs), kernel
 //! BTF (the kfuncs are found by BTF id); functions ftrace lists only. Main object only.
 
-use core::arch::asm;
+use core::{arch::asm, ffi::c_void};
 
 use aya_ebpf::{
-    EbpfContext,
-    helpers::bpf_get_current_pid_tgid,
-    macros::{kprobe, map},
-    maps::Array,
+    EbpfContext, helpers::bpf_get_current_pid_tgid, macros::map, maps::Array,
     programs::ProbeContext,
 };
 use profiler_common::{Call, Counter, TGID_BIT_WORDS};
@@ -69,9 +66,17 @@ fn traced_tgid_cached(tgid: u32) -> bool {
     true
 }
 
-/// Entry: 0 to be run again at the return, 1 for a call not to time.
-#[kprobe]
-pub fn kprobe_session(ctx: ProbeContext) -> u32 {
+/// The program, written out rather than with `#[kprobe]`: aya-ebpf's macro returns 0 whatever
+/// the body returns, and a session entry's return value is what skips the return (1) or not.
+#[unsafe(no_mangle)]
+#[unsafe(link_section = "kprobe")]
+pub fn kprobe_session(ctx: *mut c_void) -> u32 {
+    session(ProbeContext::new(ctx))
+}
+
+/// At the entry: 0 to be run again at the return, 1 for a call not to time.
+#[inline(always)]
+fn session(ctx: ProbeContext) -> u32 {
     let raw = ctx.as_ptr();
     // SAFETY: this program is loaded for a kprobe.session link only (userspace's
     // `load_for_session_link`), and `raw` is its context.

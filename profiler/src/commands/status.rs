@@ -6,9 +6,18 @@ use anyhow::Context as _;
 
 /// Program names of hotprof's eBPF object, as the kernel keeps them (15 bytes at most).
 fn is_hotprof_program(name: &str) -> bool {
+    // As the kernel keeps them: at most 15 bytes.
     let exact = [
         "kprobe_entry",
         "kretprobe_exit",
+        "kprobe_multi_en",
+        "kretprobe_multi",
+        "kprobe_session",
+        "callsite_return",
+        "btf_sys_enter",
+        "btf_sys_exit",
+        "raw_sys_enter",
+        "raw_sys_exit",
         "sched_switch",
         "sched_process_f",
         "sched_process_e",
@@ -76,6 +85,9 @@ mod tests {
             "fexit_63",
             "sys_enter_15",
             "sched_process_f",
+            "kprobe_session",
+            "kprobe_multi_en",
+            "btf_sys_exit",
         ] {
             assert!(is_hotprof_program(name), "{name}");
         }
