@@ -46,7 +46,7 @@ pub fn hist_position_of_bucket(slot: u32, bucket: u32) -> (u32, usize) {
 #[inline(always)]
 pub fn bucket_index(value: u64) -> u32 {
     let (chunk, sub) = chunk_and_sub(value);
-    chunk * HIST_CHUNK_BUCKETS + sub
+    chunk * SUB_BUCKETS as u32 + sub
 }
 
 /// The layout's one definition: `value`'s bucket as its power of two's chunk (the first two
@@ -236,6 +236,12 @@ mod tests {
             assert_eq!(
                 hist_position(3, value),
                 hist_position_of_bucket(3, bucket_index(value)),
+                "{value}"
+            );
+            let (element, index) = hist_position(3, value);
+            assert!(
+                (3 * HIST_CHUNKS..4 * HIST_CHUNKS).contains(&element)
+                    && index < HIST_CHUNK_BUCKETS as usize,
                 "{value}"
             );
         }

@@ -385,7 +385,8 @@ pub(crate) fn leave<X: ExitContext>(which: ReturnOf, exit: &X) {
         off_cpu,
         outermost: !recursive,
     };
-    let Some(stats) = stats_slot(func) else {
+    // SAFETY: the only reference to the slot, used for this call alone.
+    let Some(stats) = (unsafe { stats_slot(func) }) else {
         return;
     };
     if !record_into(stats, func, &call, track_off_cpu) {
@@ -508,22 +509,26 @@ fn add_to_existing_stack(key: &StackKey, duration: u64) -> bool {
 /// ([`record_into`]): as a call it cost a call, spills and a `Call` on the stack each time.
 #[inline(never)]
 pub(crate) fn record(func: u32, call: &Call) -> bool {
-    let Some(stats) = stats_slot(func) else {
+    // SAFETY: as in `leave`.
+    let Some(stats) = (unsafe { stats_slot(func) }) else {
         return false;
     };
     record_into(stats, func, call, config(&TRACK_OFF_CPU) != 0)
 }
 
 /// This CPU's aggregates of slot `func`; a missing slot is counted.
+///
+/// # Safety
+/// The reference must be the only one to that slot, and not outlive the program's run.
 #[inline(always)]
-pub(crate) fn stats_slot(func: u32) -> Option<&'static mut FuncStats> {
+pub(crate) unsafe fn stats_slot(func: u32) -> Option<&'static mut FuncStats> {
     let Some(stats) = STATS.get_ptr_mut(func) else {
         count(Counter::SlotMissing, 1);
         return None;
     };
     // SAFETY: `stats` is the non-null result of a lookup: this CPU's FuncStats in the array,
-    // valid and aligned while the program runs (which is as long as the reference is used),
-    // written only from this CPU (the program runs with migration disabled).
+    // valid and aligned while the program runs, written only from this CPU (the program runs
+    // with migration disabled); the caller keeps the reference alone and short-lived.
     Some(unsafe { &mut *stats })
 }
 

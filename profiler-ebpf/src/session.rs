@@ -82,9 +82,17 @@ fn session(ctx: ProbeContext) -> u32 {
     // `load_for_session_link`), and `raw` is its context.
     if unsafe { session_is_return(raw) } {
         let now = now_ns();
-        // SAFETY: as above; the cookie is this call's own u64, never null, written at its
-        // entry (a return runs only after an entry that returned 0, which wrote it).
-        let started = unsafe { *session_cookie(raw) };
+        // SAFETY: as above; the cookie is this call's own u64, never null.
+        let cookie = unsafe { &mut *session_cookie(raw) };
+        let started = core::mem::replace(cookie, 0);
+        // Written at the entry, unless the entry did not run: before 6.14 (Jiri Olsa's "bpf:
+        // Return error for missed kprobe multi bpf program execution") an entry skipped for
+        // BPF recursion still got its return. That call is already a loss, in the program's
+        // recursion misses (the report's kernel-missed line). Zeroed here, so a stale start
+        // is never reused.
+        if started == 0 {
+            return 0;
+        }
         record_session(SLOT, now.saturating_sub(started));
         count(Counter::SessionCalls, 1u64.wrapping_neg());
         return 0;
@@ -108,7 +116,8 @@ fn record_session(func: u32, duration: u64) {
         off_cpu: 0,
         outermost: true,
     };
-    if let Some(stats) = stats_slot(func) {
+    // SAFETY: the only reference to this slot's aggregates while the program runs.
+    if let Some(stats) = unsafe { stats_slot(func) } {
         record_into(stats, func, &call, false);
     }
 }

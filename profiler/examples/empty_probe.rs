@@ -22,8 +22,7 @@ use anyhow::{Context, Result, bail};
 use aya::maps::{Array, PerCpuArray};
 use aya::programs::{BtfTracePoint, FEntry, FExit, KProbe, TracePoint};
 use aya::{Btf, Ebpf, EbpfLoader};
-use aya_obj::btf::BtfKind;
-use profiler_common::{kfunc::KFUNCS, names};
+use profiler_common::names;
 
 /// The same object hotprof loads; the empty programs live in it beside the real ones.
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/profiler"));
@@ -124,15 +123,15 @@ fn run() -> Result<u8> {
             }
         }
         "session" => {
-            let address = kallsyms_address(target)?;
-            let btf = Btf::from_sys_fs().context("session mode needs /sys/kernel/btf/vmlinux")?;
-            let mut kfuncs = Vec::new();
-            for (placeholder, name) in KFUNCS {
-                let id = btf
-                    .id_by_type_name_kind(name, BtfKind::Func)
-                    .with_context(|| format!("no {name} in the kernel's BTF (Linux 6.10+)"))?;
-                kfuncs.push((placeholder, id));
-            }
+            let functions = profiler::resolve::KernelFunctions::from_system()
+                .context("reading /proc/kallsyms")?;
+            let address = functions
+                .resolve(target, &|_| false)
+                .ok()
+                .and_then(|targets| targets.first().map(|t| t.address))
+                .with_context(|| format!("no kernel function {target}"))?;
+            let btf = profiler::attach::kernel_btf()?;
+            let kfuncs = profiler::attach::kfunc_ids(btf)?;
             let program = format!("{kind}_session");
             let probe: &mut KProbe = program_mut(&mut ebpf, &program)?;
             probe
@@ -153,21 +152,6 @@ fn run() -> Result<u8> {
     }
     drop(ebpf);
     Ok(status.code().map_or(1, |code| code.clamp(0, 255) as u8))
-}
-
-/// `symbol`'s address in `/proc/kallsyms` (a kprobe.session link takes addresses).
-fn kallsyms_address(symbol: &str) -> Result<u64> {
-    let kallsyms = std::fs::read_to_string("/proc/kallsyms").context("reading /proc/kallsyms")?;
-    kallsyms
-        .lines()
-        .filter_map(|line| {
-            let mut fields = line.split_whitespace();
-            let address = fields.next()?;
-            let name = fields.nth(1)?;
-            (name == symbol).then(|| u64::from_str_radix(address, 16).ok())?
-        })
-        .find(|&address| address != 0)
-        .with_context(|| format!("no address for {symbol} in /proc/kallsyms"))
 }
 
 /// Every call the timing floor timed: its histogram summed over buckets and CPUs.

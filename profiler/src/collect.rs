@@ -114,7 +114,7 @@ pub fn final_snapshot(
     store: TaskStore,
 ) -> anyhow::Result<Snapshot> {
     let mut last = snapshot(ebpf, functions)?;
-    last.open_frames = open_frames_or_note(ebpf, store);
+    last.open_frames = open_frames_or_note(ebpf, store) + last.session_calls();
     Ok(last)
 }
 
@@ -130,29 +130,9 @@ fn open_frames_or_note(ebpf: &mut Ebpf, store: TaskStore) -> u64 {
 /// nothing for this: the main object's `open_frames` task iterator adds up every task's
 /// depth (loaded here, on first use: 5.11+ with BTF, like its task storage; it sees the tasks
 /// of hotprof's own PID namespace, so run inside a container's it undercounts); the hash-map
-/// store of older kernels is walked from userspace. kprobe.session calls have no frames: their
-/// `SessionCalls` gauge is added.
+/// store of older kernels is walked from userspace. kprobe.session calls have no frames:
+/// [`Snapshot::session_calls`] has theirs.
 pub fn open_frames(ebpf: &mut Ebpf, store: TaskStore) -> anyhow::Result<u64> {
-    Ok(frames_open(ebpf, store)? + session_calls(ebpf)?)
-}
-
-/// kprobe.session calls entered and not returned (0 in other modes).
-fn session_calls(ebpf: &Ebpf) -> anyhow::Result<u64> {
-    use anyhow::Context as _;
-    let counters: PerCpuArray<&MapData, u64> =
-        PerCpuArray::try_from(ebpf.map(names::COUNTERS).context("COUNTERS map missing")?)?;
-    let parts = counters
-        .get(&(Counter::SessionCalls as u32), 0)
-        .context("reading COUNTERS")?;
-    Ok(gauge(
-        parts
-            .iter()
-            .fold(0, |sum: u64, part| sum.wrapping_add(*part)),
-    ))
-}
-
-/// The frames open on every task now.
-fn frames_open(ebpf: &mut Ebpf, store: TaskStore) -> anyhow::Result<u64> {
     use anyhow::Context as _;
     use std::io::Read as _;
     match store {
@@ -298,6 +278,12 @@ fn gauge(sum: u64) -> u64 {
 impl Snapshot {
     pub fn counter(&self, counter: Counter) -> u64 {
         self.counters[counter as usize]
+    }
+
+    /// kprobe.session calls entered and not yet returned (0 in other modes): they have no
+    /// frames for [`open_frames`] to find.
+    pub fn session_calls(&self) -> u64 {
+        gauge(self.counter(Counter::SessionCalls))
     }
 
     /// What the probes could not time, as of this snapshot.

@@ -107,7 +107,8 @@ pub struct Probed {
     pub site: Option<String>,
     /// `--children`: timed only inside the parent's frames.
     pub child: bool,
-    /// Attached through kprobe mode's kprobe.multi link (not a perf kprobe).
+    /// Attached through kprobe mode's kprobe.multi or kprobe.session link (an fprobe, not a
+    /// perf kprobe).
     pub multi_link: bool,
     /// Attached through kprobe mode's kprobe.session link (no frames).
     pub session_link: bool,

@@ -135,15 +135,7 @@ fn load_every_program_with(config: &ProbeConfig, store: TaskStore) -> Vec<String
         loaded.push("sched_switch".to_string());
         // kprobe.session (6.10+, main object only), its kfunc calls given their BTF ids as
         // attaching does: the verifier checks them against the kfuncs' prototypes.
-        let kfuncs: Vec<(i32, u32)> = profiler_common::kfunc::KFUNCS
-            .iter()
-            .map(|&(placeholder, name)| {
-                let id = btf
-                    .id_by_type_name_kind(name, aya_obj::btf::BtfKind::Func)
-                    .unwrap_or_else(|e| panic!("{name} not in this kernel's BTF: {e}"));
-                (placeholder, id)
-            })
-            .collect();
+        let kfuncs = profiler::attach::kfunc_ids(&btf).expect("kprobe.session's kfuncs (6.10+)");
         let session: &mut KProbe = ebpf
             .program_mut("kprobe_session")
             .unwrap()
@@ -153,6 +145,13 @@ fn load_every_program_with(config: &ProbeConfig, store: TaskStore) -> Vec<String
             .load_for_session_link(&kfuncs)
             .unwrap_or_else(|e| panic!("kprobe_session rejected: {e:?}"));
         loaded.push("kprobe_session".to_string());
+        // The bench's session pair (not counted: bench-only programs).
+        for name in ["empty_session", "floor_session"] {
+            let program: &mut KProbe = ebpf.program_mut(name).unwrap().try_into().unwrap();
+            program
+                .load_for_session_link(&kfuncs)
+                .unwrap_or_else(|e| panic!("{name} rejected: {e:?}"));
+        }
     }
     let sample: &mut PerfEvent = ebpf
         .program_mut("on_cpu_sample")

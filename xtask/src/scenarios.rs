@@ -27,6 +27,7 @@ use crate::util::fresh_dir;
 use crate::vm::{self, Accel, QemuSetup, VmOutcome, VmRun};
 
 mod kprobe_multi;
+mod kprobe_session;
 mod raw_syscalls;
 
 mod sampled_stacks;
@@ -176,6 +177,11 @@ pub const SCENARIOS: &[Scenario] = &[
         name: "kprobe_multi_fallback",
         kernels: &[Kernel::V5_10, Kernel::V6_1],
         run: kprobe_multi::kprobe_multi_fallback,
+    },
+    Scenario {
+        name: "kprobe_session_exact",
+        kernels: &[Kernel::V6_12, Kernel::V7],
+        run: kprobe_session::kprobe_session_exact,
     },
     Scenario {
         name: "raw_syscalls_exact",
@@ -943,6 +949,13 @@ fn no_btf_falls_back(ctx: &mut Ctx) -> Result<()> {
     ensure!(
         notes.len() == 1,
         "want one note about the kprobe fallback, got {notes:?}"
+    );
+    // kprobe.session's kfuncs are found in the kernel's BTF: without it the lone function
+    // goes through the kprobe.multi link, with nothing more said.
+    let session = guest.lines_containing("kprobe.session");
+    ensure!(
+        session.is_empty(),
+        "kprobe.session named without kernel BTF: {session:?}"
     );
     let report = guest.report("r.json")?;
     ensure!(

@@ -10,7 +10,8 @@ use std::path::Path;
 
 use aya::{Ebpf, EbpfError, EbpfLoader, maps::MapError};
 use profiler_common::{
-    BY_FIELDS_MAX, FILTER_CONDITIONS_MAX, FilterCond, HIST_CHUNKS, SLOWEST_MAX, StackCapture, names,
+    BY_FIELDS_MAX, FILTER_CONDITIONS_MAX, FilterCond, HIST_CHUNKS, SLOWEST_MAX, StackCapture,
+    TGID_BIT_WORDS, names,
 };
 
 use super::{TracepointOffsets, one_line};
@@ -219,6 +220,16 @@ pub fn load_object(config: &ProbeConfig, store: TaskStore) -> Result<Ebpf, EbpfE
         .map_max_entries(names::HIST, slots * HIST_CHUNKS)
         .map_max_entries(names::KEY_SLOTS, key_entries)
         .map_max_entries(names::FUNC_IPS, functions * 2)
+        // kprobe.session's cache of the process-tree filter (512 KiB): without the filter it
+        // is never read (a failed lookup would ask TGIDS anyway).
+        .map_max_entries(
+            names::TGID_BITS,
+            if config.filter_tgids {
+                TGID_BIT_WORDS
+            } else {
+                1
+            },
+        )
         .map_max_entries(
             names::STACKS,
             if config.capture_stacks.any() || config.sampling {

@@ -30,4 +30,5 @@ pub use mode::{
 };
 pub use multi::KprobeAttach;
 pub use privileges::check_privileges;
+pub use session_link::kfunc_ids;
 pub use syscalls::{SyscallMode, attach_syscalls_in, running_thread_info_status_offset};

@@ -34,7 +34,7 @@ pub enum SessionRefused {
 
 impl SessionRefused {
     /// Whether this is only a kernel without kprobe.session (before 6.10) or without BTF
-    /// (whose absence auto mode already reported), not a failure to report.
+    /// (which kprobe.session needs as much as fentry does), not a failure to report.
     pub fn is_expected(&self) -> bool {
         matches!(
             self,

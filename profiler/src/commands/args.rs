@@ -58,8 +58,8 @@ pub struct ProbeArgs {
 
     /// In kprobe mode, time a lone function through the kprobe.multi link's frame stack
     /// instead of a kprobe.session link (Linux 6.10+), which keeps each call's entry time in
-    /// the call itself and costs less, but sees no nesting: a recursive function's calls are
-    /// each timed, not collapsed into the outermost.
+    /// the call itself and costs less, but sees no nesting: a recursive function's outermost
+    /// calls and self time are not reported.
     #[arg(long)]
     pub no_kprobe_session: bool,
 

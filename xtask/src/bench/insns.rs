@@ -516,6 +516,15 @@ fn render(
         let Some(variant) = variant else {
             return "ok".into();
         };
+        let mechanism_key = key.split('-').next().unwrap_or_default();
+        if let Some(want) = expected_mode(mechanism_key, variant)
+            && hotprof_mode(&run.output) != Some(want)
+        {
+            return format!(
+                "ran in {} mode, not {want}",
+                hotprof_mode(&run.output).unwrap_or("no")
+            );
+        }
         // Two programs per call at least (entry + return), counted by the plugin.
         if run.program_entries < 2 * CALLS {
             return format!(
@@ -634,7 +643,10 @@ fn render(
             out.push_str(&ratio_line(
                 "hotprof / the perf kprobe's timing floor (kprobe section)",
                 of(Variant::Hotprof),
-                of_in(&MECHANISMS[0], Variant::Floor),
+                MECHANISMS
+                    .iter()
+                    .find(|m| m.key == "kprobe")
+                    .and_then(|kprobe| of_in(kprobe, Variant::Floor)),
                 1.0,
             ));
         }
@@ -681,6 +693,15 @@ fn render(
         runs.len()
     );
     out
+}
+
+/// The mode a variant's hotprof must have run in for its row to mean what its title says.
+fn expected_mode(mechanism_key: &str, variant: Variant) -> Option<&'static str> {
+    match (mechanism_key, variant) {
+        ("session", Variant::Hotprof) => Some("kprobe.session"),
+        ("session", Variant::HotprofFrames) => Some("kprobe.multi"),
+        _ => None,
+    }
 }
 
 /// `- what: **1.23×** (goal ≤ G×: met)`; a NaN goal prints the ratio alone.
@@ -898,6 +919,20 @@ mod tests {
             .expect("fentry run");
         assert!(bare < other && other < again);
         assert!(script.contains("exec taskset 2 syscall_lat --marker 100000"));
+    }
+
+    #[test]
+    fn session_rows_must_have_run_in_their_mode() {
+        assert_eq!(
+            expected_mode("session", Variant::Hotprof),
+            Some("kprobe.session")
+        );
+        assert_eq!(
+            expected_mode("session", Variant::HotprofFrames),
+            Some("kprobe.multi")
+        );
+        assert_eq!(expected_mode("kprobe", Variant::Hotprof), None);
+        assert!(MECHANISMS.iter().any(|m| m.key == "session"));
     }
 
     #[test]

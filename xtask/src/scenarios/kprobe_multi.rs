@@ -38,8 +38,9 @@ fn mode_and_count(guest: &Guest, file: &str, function: &str) -> Result<(String, 
 /// `--slowest` keeps 2; `--stacks` folds every call under `__do_sys_getpid` with no probe frame (fprobe's
 /// handlers) in it; `--by caller` names the same return address for every call as perf
 /// kprobes and fentry do (read at `*(regs->sp)`, which holds under fprobe's saved registers
-/// too); the recursive `__ep_eventpoll_poll` (nested epoll) times each frame, as fexit's
-/// innermost-frame rule must; and no ftrace-enabled function is left afterwards.
+/// too); the recursive `__ep_eventpoll_poll` (nested epoll; alone, so `--no-kprobe-session`
+/// keeps it on the frames) times each frame, as fexit's innermost-frame rule must; and no
+/// ftrace-enabled function is left afterwards.
 pub(super) fn kprobe_multi_exact(ctx: &mut Ctx) -> Result<()> {
     const ITERS: u64 = 200;
     // Eleven runs, one of 1000 functions: longer than the default timeout under TCG.
@@ -58,7 +59,7 @@ hotprof --fn __do_sys_getpid --mode kprobe --filter 'ret==0' --no-calibrate --js
 hotprof --fn __do_sys_getpid --mode kprobe --by caller --no-calibrate --json /out/caller.json -- syscall_lat {CALLS} || exit 1
 hotprof --fn __do_sys_getpid --mode kprobe --no-kprobe-multi --by caller --no-calibrate --json /out/caller_perf.json -- syscall_lat {CALLS} || exit 1
 hotprof --fn __do_sys_getpid --mode fentry --by caller --no-calibrate --json /out/caller_fentry.json -- syscall_lat {CALLS} || exit 1
-hotprof --fn __ep_eventpoll_poll --mode kprobe --no-calibrate --json /out/nested.json -- epoll_nest 3 {ITERS} || exit 1
+hotprof --fn __ep_eventpoll_poll --mode kprobe --no-kprobe-session --no-calibrate --json /out/nested.json -- epoll_nest 3 {ITERS} || exit 1
 echo "enabled_after=$(grep -c . $T/enabled_functions)"
 "#
         ),
@@ -346,7 +347,9 @@ hotprof status > /dev/null; echo "status_after=$?"
 /// Kernels without kprobe.multi links: 5.10 (before 5.18: its verifier does not even know
 /// `bpf_get_attach_cookie`) and Debian 12's 6.1 (built without `CONFIG_FPROBE`: the link is
 /// refused with EOPNOTSUPP). kprobe mode falls back to a perf kprobe per function, says why
-/// in one note, labels the mode `kprobe`, and counts exactly.
+/// in one note, labels the mode `kprobe`, and counts exactly. A lone function (which would
+/// go through a kprobe.session link from 6.10 on) falls back the same way: no kprobe.session
+/// there, and nothing said about it.
 pub(super) fn kprobe_multi_fallback(ctx: &mut Ctx) -> Result<()> {
     let why = match ctx.kernel() {
         Kernel::V5_10 => "this kernel has no bpf_get_attach_cookie (Linux 5.15)",
@@ -358,23 +361,38 @@ pub(super) fn kprobe_multi_fallback(ctx: &mut Ctx) -> Result<()> {
     };
     let guest = ctx.run(&format!(
         "hotprof --fn __x64_sys_getpid --fn __do_sys_getpid --mode kprobe --no-calibrate \
-         --json /out/r.json -- syscall_lat {CALLS}"
+         --json /out/r.json -- syscall_lat {CALLS} || exit 1
+         hotprof --fn __do_sys_getpid --mode kprobe --no-calibrate --json /out/lone.json \
+         -- syscall_lat {CALLS}"
     ))?;
     guest.expect_exit(0)?;
     let notes = guest.lines_containing("using a perf kprobe/kretprobe per function instead");
     ensure!(
-        notes.len() == 1 && notes[0].contains(why),
-        "want one note saying '{why}', got {notes:?}"
+        notes.len() == 2 && notes.iter().all(|note| note.contains(why)),
+        "want one note per run saying '{why}', got {notes:?}"
     );
-    let report = guest.report("r.json")?;
+    let session = guest.lines_containing("kprobe.session");
     ensure!(
-        report.json["mode"] == "kprobe",
-        "mode {}, want kprobe",
-        report.json["mode"]
+        session.is_empty(),
+        "kprobe.session named on a kernel without it: {session:?}"
     );
-    for function in ["__x64_sys_getpid", "__do_sys_getpid"] {
-        let count = report.function(function)?.u64("count")?;
-        ensure!(count == CALLS, "{function} counted {count}, want {CALLS}");
+    for (file, functions) in [
+        ("r.json", &["__x64_sys_getpid", "__do_sys_getpid"][..]),
+        ("lone.json", &["__do_sys_getpid"][..]),
+    ] {
+        let report = guest.report(file)?;
+        ensure!(
+            report.json["mode"] == "kprobe",
+            "{file}: mode {}, want kprobe",
+            report.json["mode"]
+        );
+        for function in functions {
+            let count = report.function(function)?.u64("count")?;
+            ensure!(
+                count == CALLS,
+                "{file}: {function} counted {count}, want {CALLS}"
+            );
+        }
     }
     Ok(())
 }

@@ -107,7 +107,8 @@ impl Live {
         let mut snapshot = crate::collect::snapshot(ebpf, self.probed.len())
             .map_err(|e| format!("cannot read the maps: {e:#}"))?;
         snapshot.open_frames = crate::collect::open_frames(ebpf, self.task_store)
-            .map_err(|e| format!("cannot count the calls in flight: {e:#}"))?;
+            .map_err(|e| format!("cannot count the calls in flight: {e:#}"))?
+            + snapshot.session_calls();
         let kernel_missed = attach::recursion_misses(ebpf);
         drop(guard);
         let mut recording = self.session().recording(&snapshot, self.started.elapsed());
