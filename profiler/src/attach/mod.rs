@@ -23,7 +23,7 @@ pub use fd_limit::raise_fd_limit;
 pub use format::{FormatError, TracepointOffsets, field_offset};
 pub use interrupt::AttachSignals;
 pub use loader::{EbpfLoadError, Loaded, ProbeConfig, load, load_object};
-pub use misses::recursion_misses;
+pub use misses::{link_misses, recursion_misses};
 pub use mode::{
     AttachError, AttachedFunctions, AttachedMode, KprobeLinks, Mode, Reason, attach_functions,
     attach_functions_with, attach_syscalls, attach_tracking, kprobes_available, one_line,

@@ -275,7 +275,7 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
         }
     }
     let last = collect::final_snapshot(&mut ebpf, probed.len(), task_store)?;
-    let kernel_missed = attach::recursion_misses(&ebpf);
+    let kernel_missed = attach::recursion_misses(&ebpf) + attach::link_misses(&links);
     let mut stacks = if args.wants_stacks() {
         Some(collect::stacks(&ebpf)?)
     } else {

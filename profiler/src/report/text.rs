@@ -444,7 +444,7 @@ pub fn render_losses(losses: &Losses) -> String {
     let items = [
         (
             losses.kernel_missed,
-            "missed by the kernel (kretprobe maxactive / BPF recursion)",
+            "missed by the kernel (BPF recursion / fprobe)",
         ),
         (losses.orphaned_frames, "calls whose return was never seen"),
         (

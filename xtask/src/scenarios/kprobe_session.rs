@@ -14,10 +14,10 @@ const CALLS: u64 = 5_000;
 const TRACED_CALLS: u64 = 200_000;
 /// epoll_nest's polls: nested three deep, each outer poll re-enters `__ep_eventpoll_poll`.
 const ITERS: u64 = 100;
-/// `sleep 60`s begun while attached and still sleeping at the stop. 6.12's fprobe holds a
-/// call from entry to return in a rethook node of a fixed pool (2 per CPU for one function
-/// here: with 5 sleeps only 4 were seen), so fewer than the 2-CPU guest's 4.
-const SLEEPS: u64 = 3;
+/// `sleep 60`s begun while attached and still sleeping at the stop. Before 6.14 fprobe holds
+/// a call from entry to return in a rethook node of a fixed pool (2 per CPU per function: 4
+/// in the 2-CPU guest), so on 6.12 the fifth is missed, and counted by the link.
+const SLEEPS: u64 = 5;
 
 /// The value of the first `name=N` field on the guest's output.
 fn field(guest: &Guest, name: &str) -> Result<u64> {
@@ -140,17 +140,22 @@ hotprof status > /dev/null; echo "status_after=$?"
     // wait for the attach sleeps too, but those sleeps return before the stop.
     ensure!(field(&guest, "open_rc")? == 0, "the --duration run failed");
     let open = session_report(&guest, "open.json")?;
-    let at_stop = open.json["losses"]["open_at_stop"].as_u64();
+    let losses = &open.json["losses"];
+    let (at_stop, missed) = (
+        losses["open_at_stop"].as_u64().unwrap_or(0),
+        losses["kernel_missed"].as_u64().unwrap_or(0),
+    );
+    // Each sleep either in flight or missed by the link, as the kernel's pool allowed.
     ensure!(
-        at_stop == Some(SLEEPS),
-        "want {SLEEPS} calls in flight at the stop, got {at_stop:?}"
+        at_stop + missed == SLEEPS && at_stop >= 4,
+        "want {SLEEPS} sleeps in flight at the stop or missed by the kernel (at least 4 in          flight), got {at_stop} in flight and {missed} missed"
     );
     ensure!(
         guest
-            .lines_containing(&format!("{SLEEPS} calls still in flight at stop"))
+            .lines_containing(&format!("{at_stop} calls still in flight at stop"))
             .len()
             == 1,
-        "the report does not say {SLEEPS} calls were in flight"
+        "the report does not say {at_stop} calls were in flight"
     );
 
     // Attached through fprobe (ftrace lists the function as enabled) and seen by `hotprof

@@ -233,7 +233,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
         .take()
         .context("probes already detached")?;
     let snapshot = crate::collect::final_snapshot(&mut ebpf, live.probed.len(), live.task_store)?;
-    let kernel_missed = attach::recursion_misses(&ebpf);
+    let kernel_missed = attach::recursion_misses(&ebpf) + attach::link_misses(&links);
     // Detach every probe before printing.
     drop(links);
     drop(ebpf);

@@ -259,6 +259,19 @@ define_link_wrapper!(
     KProbe,
 );
 
+impl KProbeLink {
+    /// hotprof patch (HOTPROF-PATCH.md): the link's file descriptor where it is an fd link
+    /// (kprobe.multi and kprobe.session links; perf links on 5.15+), to read its
+    /// `BPF_OBJ_GET_INFO_BY_FD` info (a kprobe.multi link's `missed`, 6.7+).
+    pub fn fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        match self.inner() {
+            PerfLinkInner::Fd(link) => Some(link.fd.as_fd()),
+            PerfLinkInner::PerfLink(_) => None,
+        }
+    }
+}
+
+
 /// The type returned when attaching a [`KProbe`] fails.
 #[derive(Debug, Error)]
 pub enum KProbeError {
