@@ -23,7 +23,13 @@ pub fn render_recording(recording: &Recording) -> String {
         recording.kernel,
         format_ns(recording.duration_ns as f64),
     );
-    if let Some(store) = recording.task_store {
+    if recording.mode == "kprobe.session" {
+        // The object's store is loaded but unused: the link's program keeps no frames.
+        let _ = writeln!(
+            out,
+            "per-task state: none (kprobe.session: each call's entry time in its own cookie)"
+        );
+    } else if let Some(store) = recording.task_store {
         let _ = writeln!(out, "per-task state: {}", store.describe());
     }
     if let Some(filter) = &recording.filter {
