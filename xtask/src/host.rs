@@ -501,12 +501,23 @@ pub fn prometheus_serve() -> Result<()> {
         "Prometheus's median {estimate_ns:.0} ns is more than one bucket from hotprof's p50 {p50_ns} ns"
     );
 
-    let status_out = output(Command::new(&hotprof).arg("status"))?;
-    let listed = String::from_utf8_lossy(&status_out.stdout);
-    let left: Vec<&u32> = program_ids
-        .iter()
-        .filter(|id| listed.contains(&format!("id {id} ")))
-        .collect();
+    // The kernel frees a detached tracepoint program after an RCU grace period, so one can
+    // still be listed just after the exit: leftovers are those still there 3 s later.
+    let mut left: Vec<&u32>;
+    let mut listed: String;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    loop {
+        let status_out = output(Command::new(&hotprof).arg("status"))?;
+        listed = String::from_utf8_lossy(&status_out.stdout).into_owned();
+        left = program_ids
+            .iter()
+            .filter(|id| listed.contains(&format!("id {id} ")))
+            .collect();
+        if left.is_empty() || std::time::Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
     ensure!(
         left.is_empty(),
         "programs {left:?} of hotprof serve are still loaded after it exited:\n{listed}"

@@ -430,7 +430,8 @@ fn sleep_wall_vs_on_cpu(ctx: &mut Ctx) -> Result<()> {
 fn nested_frames(ctx: &mut Ctx) -> Result<()> {
     const ITERS: u64 = 200;
     let guest = ctx.run(&format!(
-        "hotprof --fn __ep_eventpoll_poll --json /out/r.json -- epoll_nest 3 {ITERS}"
+        // Frames: a lone function would go through kprobe.session, which sees no nesting.
+        "hotprof --fn __ep_eventpoll_poll --no-kprobe-session --json /out/r.json -- epoll_nest 3 {ITERS}"
     ))?;
     guest.expect_exit(0)?;
     let function = guest.report("r.json")?.function("__ep_eventpoll_poll")?;

@@ -27,7 +27,8 @@ pub fn render_recording(recording: &Recording) -> String {
         // The object's store is loaded but unused: the link's program keeps no frames.
         let _ = writeln!(
             out,
-            "per-task state: none (kprobe.session: each call's entry time in its own cookie)"
+            "per-task state: none (kprobe.session: each call's entry time in its own cookie; \
+             nesting not tracked, --no-kprobe-session tracks it)"
         );
     } else if let Some(store) = recording.task_store {
         let _ = writeln!(out, "per-task state: {}", store.describe());

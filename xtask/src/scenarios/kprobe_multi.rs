@@ -260,6 +260,8 @@ for i in $(seq 1 600); do grep -q attached /out/late.txt && break; sleep 0.1; do
 echo "enabled_during=$(grep -c . $T/enabled_functions)"
 kill -TERM $pid; wait $pid; echo "late_rc=$?"
 echo "kprobes_after=$(grep -c . $K) enabled_after=$(grep -c . $T/enabled_functions)"
+# Programs are freed after an RCU grace period: give them the time the other scenarios do.
+for i in $(seq 1 10); do hotprof status > /dev/null && break; sleep 1; done
 hotprof status > /dev/null; echo "status_after=$?"
 "#,
     )?;

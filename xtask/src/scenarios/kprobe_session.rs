@@ -85,6 +85,8 @@ hotprof status > /dev/null; echo "status_during=$?"
 wait $pid; echo "open_rc=$?"
 cat /out/open.txt
 echo "enabled_after=$(grep -c . $T/enabled_functions)"
+# Programs are freed after an RCU grace period: give them the time the other scenarios do.
+for i in $(seq 1 10); do hotprof status > /dev/null && break; sleep 1; done
 hotprof status > /dev/null; echo "status_after=$?"
 "#
     ))?;
