@@ -31,11 +31,22 @@ pub fn recursion_misses(ebpf: &Ebpf) -> u64 {
 
 fn program_misses(fd: BorrowedFd<'_>) -> Option<u64> {
     // SAFETY: bpf_prog_info is plain old data; zero is a valid value for every field.
-    let mut info: aya_obj::generated::bpf_prog_info = unsafe { std::mem::zeroed() };
+    let info: aya_obj::generated::bpf_prog_info = unsafe { info_by_fd(fd)? };
+    Some(info.recursion_misses)
+}
+
+/// `BPF_OBJ_GET_INFO_BY_FD` on `fd`, into a zeroed `T`; None when the kernel refuses.
+///
+/// # Safety
+/// `T` must be the kernel's info struct for `fd`'s kind (program, link, …), plain old data for
+/// which all-zero bytes are a valid value and a request for nothing optional.
+unsafe fn info_by_fd<T>(fd: BorrowedFd<'_>) -> Option<T> {
+    // SAFETY: the caller's contract: all-zero bytes are a valid `T`.
+    let mut info: T = unsafe { std::mem::zeroed() };
     let attr = InfoByFdAttr {
         bpf_fd: fd.as_raw_fd() as u32,
-        info_len: std::mem::size_of_val(&info) as u32,
-        info: &mut info as *mut _ as u64,
+        info_len: std::mem::size_of::<T>() as u32,
+        info: &mut info as *mut T as u64,
     };
     // SAFETY: BPF_OBJ_GET_INFO_BY_FD writes at most `info_len` bytes into `info`, which lives
     // across the call; older kernels fill fewer fields and leave the rest zero.
@@ -47,7 +58,7 @@ fn program_misses(fd: BorrowedFd<'_>) -> Option<u64> {
             std::mem::size_of::<InfoByFdAttr>(),
         )
     };
-    (rc == 0).then_some(info.recursion_misses)
+    (rc == 0).then_some(info)
 }
 
 /// Sum of the `missed` counts of the kprobe.multi and kprobe.session links among `links`
@@ -64,22 +75,8 @@ pub fn link_misses(links: &KprobeLinks) -> u64 {
 fn multi_link_missed(fd: BorrowedFd<'_>) -> Option<u64> {
     // SAFETY: bpf_link_info is plain old data; zero is a valid value for every field (and
     // zero `addrs`/`count` ask the kernel for no address array).
-    let mut info: bpf_link_info = unsafe { std::mem::zeroed() };
-    let attr = InfoByFdAttr {
-        bpf_fd: fd.as_raw_fd() as u32,
-        info_len: std::mem::size_of_val(&info) as u32,
-        info: &mut info as *mut _ as u64,
-    };
-    // SAFETY: as in `program_misses`: the kernel writes at most `info_len` bytes into `info`.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            BPF_OBJ_GET_INFO_BY_FD,
-            &attr as *const InfoByFdAttr,
-            std::mem::size_of::<InfoByFdAttr>(),
-        )
-    };
-    if rc != 0 || info.type_ != bpf_link_type::BPF_LINK_TYPE_KPROBE_MULTI as u32 {
+    let info: bpf_link_info = unsafe { info_by_fd(fd)? };
+    if info.type_ != bpf_link_type::BPF_LINK_TYPE_KPROBE_MULTI as u32 {
         return None;
     }
     // SAFETY: the kernel filled the union's kprobe_multi member (the link's type says so).
