@@ -43,6 +43,17 @@ pub const KPROBE_SLOTS: u32 = 64;
 /// Syscalls one run can probe with `--syscall` (one tracepoint program pair per slot).
 pub const SYSCALL_SLOTS: u32 = 16;
 
+/// The programs made once per slot, `{prefix}{slot}` for slots `0..count`: a run with `n`
+/// probed functions or syscalls uses slots `0..n` only, so userspace leaves the rest out of
+/// the load (relocating the ~250 slot programs was most of aya's load time).
+pub const SLOT_PROGRAMS: [(&str, u32); 5] = [
+    ("kprobe_", KPROBE_SLOTS),
+    ("fentry_", FENTRY_SLOTS),
+    ("fexit_", FENTRY_SLOTS),
+    ("sys_enter_", SYSCALL_SLOTS),
+    ("sys_exit_", SYSCALL_SLOTS),
+];
+
 /// Tasks the per-task hash map holds, on kernels without task-local storage (the
 /// `profiler-compat` object): live tasks that have made a probed call. Preallocated, as a
 /// tracing program must not allocate: about 14 MiB.

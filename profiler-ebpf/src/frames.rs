@@ -343,11 +343,17 @@ pub(crate) fn leave<X: ExitContext>(which: ReturnOf, exit: &X) {
         }
         return;
     };
-    let orphans = depth - 1 - found;
+    task.depth = found as u32;
+    // Read back from the frame stack's memory, whose contents the verifier does not track:
+    // out of `own_frame`'s unrolled scan `found` is a different constant on each path, and
+    // as a constant it had the verifier check everything below once per value (a `--syscall`
+    // run's start-up). One load per call.
+    // SAFETY: `task.depth` is a valid, aligned u32 of this task's frame stack, written above.
+    let found = unsafe { core::ptr::read_volatile(&task.depth) } as usize;
+    let orphans = depth.wrapping_sub(1).wrapping_sub(found);
     if orphans > 0 {
         count(Counter::OrphanedFrames, orphans as u64);
     }
-    task.depth = found as u32;
     // Fields, not a copy of the whole frame (its `--by` key array made the copy ~30
     // instructions on every call).
     let frame = &task.frames[found & (MAX_DEPTH - 1)];

@@ -162,7 +162,12 @@ pub fn open_frames(ebpf: &mut Ebpf, store: TaskStore) -> anyhow::Result<u64> {
                 .try_into()?;
             if program.fd().is_err() {
                 let btf = crate::attach::kernel_btf().context("reading the kernel's BTF")?;
-                program.load("task", btf).context("loading open_frames")?;
+                let btf_id = btf
+                    .function("bpf_iter_task")
+                    .context("the kernel's BTF has no task iterator (bpf_iter_task)")?;
+                program
+                    .load_by_btf_id(btf_id)
+                    .context("loading open_frames")?;
             }
             let link = program.attach().context("attaching open_frames")?;
             let mut output = program

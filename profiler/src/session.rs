@@ -587,12 +587,7 @@ fn resolve_functions(
     requested: &[String],
 ) -> anyhow::Result<Vec<(String, resolve::Target)>> {
     let btf = attach::kernel_btf().ok();
-    let in_btf = |name: &str| {
-        btf.as_ref().is_some_and(|b| {
-            b.id_by_type_name_kind(name, aya_obj::btf::BtfKind::Func)
-                .is_ok()
-        })
-    };
+    let in_btf = |name: &str| btf.is_some_and(|b| b.function(name).is_some());
     let mut resolved: Vec<(String, resolve::Target)> = Vec::new();
     for request in requested {
         for target in functions.resolve(request, &in_btf)? {

@@ -1,24 +1,308 @@
-//! The running kernel's BTF, parsed once per process.
+//! The running kernel's BTF, read once per process, as an index of the names hotprof looks
+//! up in it: functions (`--fn` targets' BTF check, fentry/fexit targets, kfuncs, the task
+//! iterator) and typedefs (BTF tracepoints' `btf_trace_*`).
 //!
-//! Resolving `--fn` targets, loading fentry/fexit and BTF tracepoint programs and the stop-time
-//! task iterator all need it; each parsed `/sys/kernel/btf/vmlinux` itself before (~50 ms on
-//! the host, several times that in a TCG guest, every time).
+//! aya's `Btf::from_sys_fs` builds every one of the ~150,000 types (~20 ms on the host, the
+//! largest part of start-up, several times that in a TCG guest); a program load only needs
+//! the id of one name, so hotprof walks the type section once, keeps the ids of functions
+//! and typedefs by name, and loads programs by id (aya's `load_by_btf_id`, a patch).
+//! Format: the kernel's `Documentation/bpf/btf.rst`.
 
 use std::sync::OnceLock;
 
-use aya::Btf;
-
-/// Why the kernel's BTF could not be read (kept as text: the parse result is shared).
+/// Why the kernel's BTF could not be read (kept as text: the result is shared).
 #[derive(Clone, Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct KernelBtfError(String);
 
-static KERNEL_BTF: OnceLock<Result<Btf, KernelBtfError>> = OnceLock::new();
+/// Why bytes are not BTF this index can read.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BtfParseError {
+    #[error("not BTF (magic {0:#06x}, expected 0xeb9f)")]
+    Magic(u16),
+    #[error("BTF truncated: {0}")]
+    Truncated(&'static str),
+    #[error("BTF type {id} has unknown kind {kind}")]
+    UnknownKind { id: u32, kind: u32 },
+}
 
-/// The kernel's BTF, parsed on first use.
-pub fn kernel_btf() -> Result<&'static Btf, KernelBtfError> {
+const MAGIC: u16 = 0xeb9f;
+const KIND_TYPEDEF: u32 = 8;
+const KIND_FUNC: u32 = 12;
+
+/// The ids of functions and typedefs, by the offset of their name in the string section.
+/// A lookup finds the name's offset in the strings first, so building the index never
+/// touches a string: hashing the ~60,000 names themselves cost more than aya's whole parse
+/// saved (their bytes are scattered over megabytes). The first type of a name wins, as in
+/// aya's lookup (static functions of one name in several files repeat).
+#[derive(Debug)]
+pub struct BtfIndex<'a> {
+    strings: &'a [u8],
+    /// `(name offset, id)` in id order; unsorted (sorting took longer than the whole
+    /// walk, for the few lookups a run makes).
+    functions: Vec<(u32, u32)>,
+    typedefs: Vec<(u32, u32)>,
+}
+
+impl<'a> BtfIndex<'a> {
+    /// Indexes raw BTF (native byte order, as `/sys/kernel/btf/vmlinux` is).
+    pub fn parse(btf: &'a [u8]) -> Result<Self, BtfParseError> {
+        let magic = u16::from_ne_bytes(
+            btf.get(0..2)
+                .ok_or(BtfParseError::Truncated("header"))?
+                .try_into()
+                .expect("two bytes"),
+        );
+        if magic != MAGIC {
+            return Err(BtfParseError::Magic(magic));
+        }
+        let word = |at: usize| read_u32(btf, at).ok_or(BtfParseError::Truncated("header"));
+        let header_len = word(4)? as usize;
+        let (type_off, type_len) = (word(8)? as usize, word(12)? as usize);
+        let (str_off, str_len) = (word(16)? as usize, word(20)? as usize);
+        let section = |off: usize, len: usize, what| {
+            let start = header_len.checked_add(off);
+            start
+                .and_then(|start| btf.get(start..start.checked_add(len)?))
+                .ok_or(BtfParseError::Truncated(what))
+        };
+        let types = section(type_off, type_len, "type section")?;
+        let strings = section(str_off, str_len, "string section")?;
+
+        let (mut functions, mut typedefs) = (Vec::new(), Vec::new());
+        let mut at = 0;
+        // Type ids start at 1 (0 is void).
+        let mut id = 1u32;
+        while at < types.len() {
+            let (Some(name_off), Some(info)) = (read_u32(types, at), read_u32(types, at + 4))
+            else {
+                return Err(BtfParseError::Truncated("type"));
+            };
+            let kind = (info >> 24) & 0x1f;
+            let vlen = (info & 0xffff) as usize;
+            let trailing = match kind {
+                // ptr, fwd, typedef, volatile, const, restrict, func, float, type_tag
+                2 | 7 | 8 | 9 | 10 | 11 | 12 | 16 | 18 => 0,
+                // int (encoding), var (linkage), decl_tag (component index)
+                1 | 14 | 17 => 4,
+                // array
+                3 => 12,
+                // struct/union members, datasec entries, enum64 values
+                4 | 5 | 15 | 19 => 12 * vlen,
+                // enum values, func_proto parameters
+                6 | 13 => 8 * vlen,
+                _ => return Err(BtfParseError::UnknownKind { id, kind }),
+            };
+            match kind {
+                KIND_FUNC => functions.push((name_off, id)),
+                KIND_TYPEDEF => typedefs.push((name_off, id)),
+                _ => {}
+            }
+            at += 12 + trailing;
+            id += 1;
+        }
+        if at != types.len() {
+            return Err(BtfParseError::Truncated("type"));
+        }
+        Ok(Self {
+            strings,
+            functions,
+            typedefs,
+        })
+    }
+
+    /// The id of the function `name` (a `BTF_KIND_FUNC`).
+    pub fn function(&self, name: &str) -> Option<u32> {
+        self.find(&self.functions, name)
+    }
+
+    /// The id of the typedef `name` (a `BTF_KIND_TYPEDEF`, e.g. `btf_trace_sched_switch`).
+    pub fn typedef(&self, name: &str) -> Option<u32> {
+        self.find(&self.typedefs, name)
+    }
+
+    fn find(&self, ids: &[(u32, u32)], name: &str) -> Option<u32> {
+        if name.is_empty() || name.contains('\0') {
+            return None;
+        }
+        // Every string follows a NUL (the section starts with the empty string), so
+        // `\0name\0` is where a whole string equals `name`. Deduplicated BTF has one such
+        // offset; the smallest id over all of them wins all the same.
+        let needle = [b"\0", name.as_bytes(), b"\0"].concat();
+        memchr::memmem::find_iter(self.strings, &needle)
+            .filter_map(|at| {
+                let name_off = u32::try_from(at + 1).ok()?;
+                // In id order: the first is the smallest id.
+                ids.iter()
+                    .find(|&&(off, _)| off == name_off)
+                    .map(|&(_, id)| id)
+            })
+            .min()
+    }
+}
+
+fn read_u32(bytes: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_ne_bytes(
+        bytes.get(at..at.checked_add(4)?)?.try_into().ok()?,
+    ))
+}
+
+static KERNEL_BTF: OnceLock<Result<BtfIndex<'static>, KernelBtfError>> = OnceLock::new();
+
+/// The kernel's BTF index, read on first use. (Its bytes live as long as the process: the
+/// index borrows them.)
+pub fn kernel_btf() -> Result<&'static BtfIndex<'static>, KernelBtfError> {
     KERNEL_BTF
-        .get_or_init(|| Btf::from_sys_fs().map_err(|e| KernelBtfError(e.to_string())))
+        .get_or_init(|| {
+            const PATH: &str = "/sys/kernel/btf/vmlinux";
+            let bytes = map_or_read(PATH).map_err(|e| KernelBtfError(format!("{PATH}: {e}")))?;
+            BtfIndex::parse(bytes).map_err(|e| KernelBtfError(format!("{PATH}: {e}")))
+        })
         .as_ref()
         .map_err(Clone::clone)
+}
+
+/// The whole file, mapped where the kernel allows it (vmlinux BTF since 6.16: no copy of
+/// its ~6 MB, which took ~5 ms of start-up to read), read otherwise. Never unmapped or
+/// freed: the index lives as long as the process.
+fn map_or_read(path: &str) -> std::io::Result<&'static [u8]> {
+    use std::os::fd::AsRawFd as _;
+    let file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len() as usize;
+    if len > 0 {
+        // SAFETY: a private read-only mapping of a file we opened; the kernel checks the
+        // length and offset. The mapping outlives `file` (mappings hold their own reference)
+        // and is never unmapped, so the slice below stays valid for the process's life.
+        let mapped = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if mapped != libc::MAP_FAILED {
+            // SAFETY: `len` readable bytes at `mapped`, as above.
+            return Ok(unsafe { std::slice::from_raw_parts(mapped.cast::<u8>(), len) });
+        }
+    }
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut &file, &mut bytes)?;
+    Ok(Vec::leak(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// BTF with: 1 int "int", 2 func_proto (1 param), 3 func "f", 4 typedef "btf_trace_t",
+    /// 5 struct "s" (2 members), 6 func "f" again (a second static `f`), 7 func "g".
+    fn fixture() -> Vec<u8> {
+        let strings = b"\0int\0f\0btf_trace_t\0s\0a\0b\0g\0";
+        let (int, f, trace, s, a, b, g) = (1u32, 5, 7, 19, 21, 23, 25);
+        let ty = |name: u32, kind: u32, vlen: u32, size: u32| {
+            [name, (kind << 24) | vlen, size]
+                .iter()
+                .flat_map(|w| w.to_ne_bytes())
+                .collect::<Vec<u8>>()
+        };
+        let words = |ws: &[u32]| ws.iter().flat_map(|w| w.to_ne_bytes()).collect::<Vec<u8>>();
+        let mut types = Vec::new();
+        types.extend(ty(int, 1, 0, 4));
+        types.extend(words(&[32]));
+        types.extend(ty(0, 13, 1, 1));
+        types.extend(words(&[0, 1]));
+        types.extend(ty(f, 12, 0, 2));
+        types.extend(ty(trace, 8, 0, 1));
+        types.extend(ty(s, 4, 2, 8));
+        types.extend(words(&[a, 1, 0, b, 1, 32]));
+        types.extend(ty(f, 12, 0, 2));
+        types.extend(ty(g, 12, 0, 2));
+        let mut btf = Vec::new();
+        btf.extend(MAGIC.to_ne_bytes());
+        btf.extend([1, 0]);
+        btf.extend(words(&[
+            24,
+            0,
+            types.len() as u32,
+            types.len() as u32,
+            strings.len() as u32,
+        ]));
+        btf.extend(types);
+        btf.extend(strings);
+        btf
+    }
+
+    #[test]
+    fn finds_functions_and_typedefs_by_name_past_every_kind_of_record() {
+        let bytes = fixture();
+        let index = BtfIndex::parse(&bytes).unwrap();
+        assert_eq!(index.function("f"), Some(3), "the first of two wins");
+        assert_eq!(index.function("g"), Some(7));
+        assert_eq!(index.typedef("btf_trace_t"), Some(4));
+        // Names of other kinds, or of the other kind, are not found.
+        assert_eq!(index.function("int"), None);
+        assert_eq!(index.function("btf_trace_t"), None);
+        assert_eq!(index.typedef("f"), None);
+        assert_eq!(index.function("h"), None);
+        // Not whole strings: a prefix, a suffix, the empty string, a name with a NUL.
+        assert_eq!(index.typedef("btf_trace"), None);
+        assert_eq!(index.typedef("trace_t"), None);
+        assert_eq!(index.function(""), None);
+        assert_eq!(index.function("f\0g"), None);
+    }
+
+    #[test]
+    fn bad_bytes_are_errors_not_panics() {
+        let bytes = fixture();
+        assert_eq!(
+            BtfIndex::parse(&[0x7f, b'E', b'L', b'F']).unwrap_err(),
+            BtfParseError::Magic(u16::from_ne_bytes([0x7f, b'E']))
+        );
+        for len in [0, 1, 2, 10, 30, 60, bytes.len() - 1] {
+            assert!(BtfIndex::parse(&bytes[..len]).is_err(), "{len}");
+        }
+        let mut unknown = bytes.clone();
+        // The int's info word: kind 31.
+        unknown[24 + 4..24 + 8].copy_from_slice(&(31u32 << 24).to_ne_bytes());
+        assert_eq!(
+            BtfIndex::parse(&unknown).unwrap_err(),
+            BtfParseError::UnknownKind { id: 1, kind: 31 }
+        );
+    }
+
+    #[test]
+    fn indexes_the_running_kernels_btf_as_aya_does() {
+        let Ok(index) = kernel_btf() else {
+            eprintln!("no /sys/kernel/btf/vmlinux here");
+            return;
+        };
+        let aya = aya::Btf::from_sys_fs().unwrap();
+        use aya_obj::btf::BtfKind;
+        for name in [
+            "__x64_sys_getpid",
+            "do_nanosleep",
+            "bpf_session_cookie",
+            "bpf_iter_task",
+            "schedule",
+            "f\0",
+        ] {
+            assert_eq!(
+                index.function(name),
+                aya.id_by_type_name_kind(name, BtfKind::Func).ok(),
+                "{name}"
+            );
+        }
+        for name in ["btf_trace_sys_exit", "btf_trace_sched_switch"] {
+            assert_eq!(
+                index.typedef(name),
+                aya.id_by_type_name_kind(name, BtfKind::Typedef).ok(),
+                "{name}"
+            );
+        }
+        assert!(index.function("schedule").is_some());
+        assert!(index.typedef("btf_trace_sys_exit").is_some());
+    }
 }

@@ -10,8 +10,8 @@ use std::path::Path;
 
 use aya::{Ebpf, EbpfError, EbpfLoader, maps::MapError};
 use profiler_common::{
-    BY_FIELDS_MAX, FILTER_CONDITIONS_MAX, FilterCond, HIST_CHUNKS, SLOWEST_MAX, StackCapture,
-    TGID_BIT_WORDS, names,
+    BY_FIELDS_MAX, FILTER_CONDITIONS_MAX, FilterCond, HIST_CHUNKS, SLOT_PROGRAMS, SLOWEST_MAX,
+    StackCapture, TGID_BIT_WORDS, names,
 };
 
 use super::{TracepointOffsets, one_line};
@@ -178,6 +178,7 @@ pub fn load_object(config: &ProbeConfig, store: TaskStore) -> Result<Ebpf, EbpfE
     // No CO-RE relocations in our objects (the build script checks), so the kernel's BTF,
     // which `EbpfLoader::new` parses for those alone, is not needed to load them.
     let mut loader = EbpfLoader::without_kernel_btf();
+    loader.skip_programs(unused_slot_programs(functions));
     match store {
         // TASK_STORAGE maps: aya creates them but has no userspace type; only the programs
         // use them.
@@ -260,6 +261,14 @@ pub fn load_object(config: &ProbeConfig, store: TaskStore) -> Result<Ebpf, EbpfE
     })
 }
 
+/// The slot programs past the first `used` (one per probed function, call site or syscall),
+/// which no attach step of this run asks for.
+fn unused_slot_programs(used: u32) -> impl Iterator<Item = String> {
+    SLOT_PROGRAMS
+        .into_iter()
+        .flat_map(move |(prefix, count)| (used..count).map(move |slot| format!("{prefix}{slot}")))
+}
+
 /// Kernels before 5.11 charge BPF maps to RLIMIT_MEMLOCK (64 KiB by default there), which the
 /// per-task hash map alone exceeds; later kernels charge the memory cgroup instead. Best
 /// effort: without CAP_SYS_RESOURCE the limit stays and the map that does not fit is named.
@@ -309,6 +318,27 @@ mod tests {
         // No kernel BTF: task storage is no use, whatever the map would do.
         assert_eq!(first_choice(true), TaskStore::TaskStorage);
         assert_eq!(first_choice(false), TaskStore::HashMap);
+    }
+
+    #[test]
+    fn only_the_slots_a_run_uses_are_loaded() {
+        let skipped: Vec<String> = unused_slot_programs(1).collect();
+        for used in [
+            "kprobe_0",
+            "fentry_0",
+            "fexit_0",
+            "sys_enter_0",
+            "sys_exit_0",
+        ] {
+            assert!(!skipped.iter().any(|name| name == used), "{used}");
+        }
+        for unused in ["kprobe_1", "fexit_63", "sys_exit_15"] {
+            assert!(skipped.iter().any(|name| name == unused), "{unused}");
+        }
+        assert_eq!(skipped.len(), 3 * 63 + 2 * 15);
+        // Past the syscall slots, only function slots are left out; at 64, nothing.
+        assert!(unused_slot_programs(16).all(|name| !name.starts_with("sys_")));
+        assert_eq!(unused_slot_programs(64).count(), 0);
     }
 
     #[test]

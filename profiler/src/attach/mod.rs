@@ -17,7 +17,7 @@ mod privileges;
 mod session_link;
 mod syscalls;
 
-pub use btf::{KernelBtfError, kernel_btf};
+pub use btf::{BtfIndex, BtfParseError, KernelBtfError, kernel_btf};
 pub use callsite::attach_call_sites;
 pub use fd_limit::raise_fd_limit;
 pub use format::{FormatError, TracepointOffsets, field_offset};

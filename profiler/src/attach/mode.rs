@@ -175,7 +175,7 @@ pub struct Reason {
 
 impl Reason {
     /// A reason with no error under it.
-    fn new(text: impl Into<String>) -> Self {
+    pub(super) fn new(text: impl Into<String>) -> Self {
         Self {
             text: text.into(),
             error: None,
@@ -383,11 +383,16 @@ fn attach_fentry(
         if let Some(reason) = fentry_refusal(target) {
             return Err(fail(reason));
         }
+        let btf_id = btf.function(&target.symbol).ok_or_else(|| {
+            fail(Reason::new(
+                "not a function in the kernel's BTF (/sys/kernel/btf/vmlinux)",
+            ))
+        })?;
         let entry: &mut FEntry = program(ebpf, &format!("fentry_{slot}"))?;
-        entry.load(&target.symbol, btf).map_err(refused)?;
+        entry.load_by_btf_id(btf_id).map_err(refused)?;
         entry.attach().map_err(refused)?;
         let exit: &mut FExit = program(ebpf, &format!("fexit_{slot}"))?;
-        exit.load(&target.symbol, btf).map_err(refused)?;
+        exit.load_by_btf_id(btf_id).map_err(refused)?;
         exit.attach().map_err(refused)?;
         progress.attaching("fentry/fexit pairs", slot + 1, targets.len());
         AttachSignals::check("fentry/fexit pairs", slot + 1, targets.len())?;
@@ -798,8 +803,11 @@ pub fn attach_tracking(
                         format!("--off-cpu needs kernel BTF: {}", one_line(e))
                     }))
                 })?;
+                let btf_id = btf
+                    .typedef(&format!("btf_trace_{name}"))
+                    .ok_or_else(|| fail(Reason::new("no such BTF tracepoint in this kernel")))?;
                 let prog: &mut BtfTracePoint = program(ebpf, name)?;
-                prog.load(name, btf).map_err(refused)?;
+                prog.load_by_btf_id(btf_id).map_err(refused)?;
                 prog.attach().map_err(refused)?;
             }
             Hook::RawTracepoint(name) => {

@@ -8,10 +8,10 @@
 //! aya 0.14 cannot relocate: the program writes placeholders, and the patched aya's
 //! `KProbe::load_for_session_link` writes the ids found here in the kernel's BTF.
 
-use aya::{Btf, Ebpf, programs::KProbe};
-use aya_obj::btf::BtfKind;
+use aya::{Ebpf, programs::KProbe};
 use profiler_common::kfunc::KFUNCS;
 
+use super::BtfIndex;
 use super::mode::{KprobeLinks, Reason, one_line, program, take};
 use crate::resolve::Target;
 
@@ -44,13 +44,13 @@ impl SessionRefused {
 }
 
 /// Each kfunc placeholder of the program with its BTF id in `btf`.
-pub fn kfunc_ids(btf: &Btf) -> Result<Vec<(i32, u32)>, SessionRefused> {
+pub fn kfunc_ids(btf: &BtfIndex) -> Result<Vec<(i32, u32)>, SessionRefused> {
     KFUNCS
         .iter()
         .map(|&(placeholder, name)| {
-            btf.id_by_type_name_kind(name, BtfKind::Func)
+            btf.function(name)
                 .map(|id| (placeholder, id))
-                .map_err(|_| SessionRefused::NoKfunc { kfunc: name })
+                .ok_or(SessionRefused::NoKfunc { kfunc: name })
         })
         .collect()
 }

@@ -157,8 +157,14 @@ fn attach_raw(ebpf: &mut Ebpf, numbers: &[u32]) -> Result<(), AttachError> {
         })?;
         match &btf {
             Some(btf) => {
+                let btf_id = btf
+                    .typedef(&format!("btf_trace_{tracepoint}"))
+                    .ok_or_else(|| AttachError::Tracepoint {
+                        tracepoint: format!("raw_syscalls/{tracepoint}"),
+                        reason: Reason::new("no such BTF tracepoint in this kernel"),
+                    })?;
                 let program: &mut BtfTracePoint = program.try_into().map_err(fail)?;
-                program.load(tracepoint, btf).map_err(fail)?;
+                program.load_by_btf_id(btf_id).map_err(fail)?;
                 program.attach().map_err(fail)?;
             }
             None => {

@@ -129,6 +129,8 @@ pub struct EbpfLoader<'a> {
     extensions: HashSet<&'a str>,
     verifier_log_level: VerifierLogLevel,
     allow_unsupported_maps: bool,
+    // hotprof patch (HOTPROF-PATCH.md): programs left out of the load entirely.
+    skipped_programs: HashSet<String>,
 }
 
 /// Builder style API for advanced loading of eBPF programs.
@@ -179,7 +181,18 @@ impl<'a> EbpfLoader<'a> {
             extensions: HashSet::new(),
             verifier_log_level: VerifierLogLevel::default(),
             allow_unsupported_maps: false,
+            skipped_programs: HashSet::new(),
         }
+    }
+
+    /// hotprof patch (HOTPROF-PATCH.md): leaves the named programs out of the load: they are
+    /// not relocated and [`Ebpf::program`] does not know them. Relocation walks every
+    /// program's instructions (and, per function, every relocation of its section), so an
+    /// object of hundreds of programs of which a run uses a few pays for all of them at each
+    /// load otherwise. Names the object does not have are ignored.
+    pub fn skip_programs<I: IntoIterator<Item = String>>(&mut self, names: I) -> &mut Self {
+        self.skipped_programs.extend(names);
+        self
     }
 
     /// Sets the target [BTF](Btf) info.
@@ -437,8 +450,24 @@ impl<'a> EbpfLoader<'a> {
             verifier_log_level,
             allow_unsupported_maps,
             map_pin_path_by_name,
+            skipped_programs,
         } = self;
         let mut obj = Object::parse(data)?;
+        // hotprof patch (HOTPROF-PATCH.md): a skipped program's function goes with it; the
+        // functions it calls stay, as other programs may call them too.
+        if !skipped_programs.is_empty() {
+            let mut skipped_functions = Vec::new();
+            obj.programs.retain(|name, program| {
+                let keep = !skipped_programs.contains(name);
+                if !keep {
+                    skipped_functions.push(program.function_key());
+                }
+                keep
+            });
+            for key in skipped_functions {
+                obj.functions.remove(&key);
+            }
+        }
         obj.patch_map_data(globals.clone())?;
 
         let btf_fd = if let Some(features) = &FEATURES.btf() {

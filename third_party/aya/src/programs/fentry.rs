@@ -65,6 +65,15 @@ impl FEntry {
         load_program_with_attach_type(BPF_PROG_TYPE_TRACING, BPF_TRACE_FENTRY, data)
     }
 
+    /// hotprof patch (HOTPROF-PATCH.md): loads the program for the kernel BTF type `btf_id`
+    /// (the function [`Self::load`] would look up by name), for callers that index the
+    /// kernel's BTF themselves rather than parse it into a [`Btf`].
+    pub fn load_by_btf_id(&mut self, btf_id: u32) -> Result<(), ProgramError> {
+        let Self { data } = self;
+        data.attach_btf_id = Some(btf_id);
+        load_program_with_attach_type(BPF_PROG_TYPE_TRACING, BPF_TRACE_FENTRY, data)
+    }
+
     /// Attaches the program.
     ///
     /// The returned value can be used to detach, see [`FEntry::detach`].
