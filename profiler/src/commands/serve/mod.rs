@@ -72,10 +72,12 @@ impl ServeArgs {
     }
 }
 
-/// The live probes as the scrape handler reads them. `ebpf` is taken (`None`) at shutdown,
-/// which detaches everything even if a connection still holds the router.
+/// The live probes as the scrape handler reads them. `ebpf` and `links` are taken (`None`) at
+/// shutdown, which detaches everything even if a connection still holds the router.
 struct Live {
     ebpf: Mutex<Option<aya::Ebpf>>,
+    /// The kprobe links, read for their own `missed` counts (kprobe.multi/session).
+    links: Mutex<Option<attach::KprobeLinks>>,
     probed: Vec<Probed>,
     mode: AttachedMode,
     task_store: TaskStore,
@@ -109,7 +111,11 @@ impl Live {
         snapshot.open_frames = crate::collect::open_frames(ebpf, self.task_store)
             .map_err(|e| format!("cannot count the calls in flight: {e:#}"))?
             + snapshot.session_calls();
-        let kernel_missed = attach::recursion_misses(ebpf);
+        let link_missed = match self.links.lock() {
+            Ok(links) => links.as_ref().map_or(0, attach::link_misses),
+            Err(_) => return Err("link reader panicked".into()),
+        };
+        let kernel_missed = attach::recursion_misses(ebpf) + link_missed;
         drop(guard);
         let mut recording = self.session().recording(&snapshot, self.started.elapsed());
         recording.losses.kernel_missed = kernel_missed;
@@ -164,6 +170,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
     );
     let live = Arc::new(Live {
         ebpf: Mutex::new(Some(ebpf)),
+        links: Mutex::new(Some(links)),
         probed,
         mode,
         task_store,
@@ -232,6 +239,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
         .map_err(|_| anyhow::anyhow!("map reader panicked"))?
         .take()
         .context("probes already detached")?;
+    let links = live
+        .links
+        .lock()
+        .map_err(|_| anyhow::anyhow!("link reader panicked"))?
+        .take()
+        .unwrap_or_default();
     let snapshot = crate::collect::final_snapshot(&mut ebpf, live.probed.len(), live.task_store)?;
     let kernel_missed = attach::recursion_misses(&ebpf) + attach::link_misses(&links);
     // Detach every probe before printing.
