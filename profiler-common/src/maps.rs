@@ -43,9 +43,9 @@ pub const KPROBE_SLOTS: u32 = 64;
 /// Syscalls one run can probe with `--syscall` (one tracepoint program pair per slot).
 pub const SYSCALL_SLOTS: u32 = 16;
 
-/// The programs made once per slot, `{prefix}{slot}` for slots `0..count`: a run with `n`
-/// probed functions or syscalls uses slots `0..n` only, so userspace leaves the rest out of
-/// the load (relocating the ~250 slot programs was most of aya's load time).
+/// The programs made once per slot, `{prefix}{slot}` for slots `0..count` (224 in all): a
+/// run with `n` probed functions or syscalls uses slots `0..n` only, so userspace leaves the
+/// rest out of the load (relocating them was most of aya's load time).
 pub const SLOT_PROGRAMS: [(&str, u32); 5] = [
     ("kprobe_", KPROBE_SLOTS),
     ("fentry_", FENTRY_SLOTS),

@@ -343,6 +343,7 @@ pub(crate) fn leave<X: ExitContext>(which: ReturnOf, exit: &X) {
         }
         return;
     };
+    let orphans = depth - 1 - found;
     task.depth = found as u32;
     // Read back from the frame stack's memory, whose contents the verifier does not track:
     // out of `own_frame`'s unrolled scan `found` is a different constant on each path, and
@@ -350,7 +351,6 @@ pub(crate) fn leave<X: ExitContext>(which: ReturnOf, exit: &X) {
     // run's start-up). One load per call.
     // SAFETY: `task.depth` is a valid, aligned u32 of this task's frame stack, written above.
     let found = unsafe { core::ptr::read_volatile(&task.depth) } as usize;
-    let orphans = depth.wrapping_sub(1).wrapping_sub(found);
     if orphans > 0 {
         count(Counter::OrphanedFrames, orphans as u64);
     }

@@ -125,13 +125,15 @@ impl<'a> BtfIndex<'a> {
         if name.is_empty() || name.contains('\0') {
             return None;
         }
-        // Every string follows a NUL (the section starts with the empty string), so
-        // `\0name\0` is where a whole string equals `name`. Deduplicated BTF has one such
-        // offset; the smallest id over all of them wins all the same.
-        let needle = [b"\0", name.as_bytes(), b"\0"].concat();
+        // A whole string equals `name` where `name\0` follows a NUL (the section starts with
+        // the empty string). Matches of `name\0` cannot overlap, so none is skipped even
+        // where a name repeats back to back. Deduplicated BTF has one such offset; the
+        // smallest id over all of them wins all the same.
+        let needle = [name.as_bytes(), b"\0"].concat();
         memchr::memmem::find_iter(self.strings, &needle)
+            .filter(|&at| at > 0 && self.strings[at - 1] == 0)
             .filter_map(|at| {
-                let name_off = u32::try_from(at + 1).ok()?;
+                let name_off = u32::try_from(at).ok()?;
                 // In id order: the first is the smallest id.
                 ids.iter()
                     .find(|&&(off, _)| off == name_off)
@@ -197,29 +199,17 @@ fn map_or_read(path: &str) -> std::io::Result<&'static [u8]> {
 mod tests {
     use super::*;
 
-    /// BTF with: 1 int "int", 2 func_proto (1 param), 3 func "f", 4 typedef "btf_trace_t",
-    /// 5 struct "s" (2 members), 6 func "f" again (a second static `f`), 7 func "g".
-    fn fixture() -> Vec<u8> {
-        let strings = b"\0int\0f\0btf_trace_t\0s\0a\0b\0g\0";
-        let (int, f, trace, s, a, b, g) = (1u32, 5, 7, 19, 21, 23, 25);
-        let ty = |name: u32, kind: u32, vlen: u32, size: u32| {
-            [name, (kind << 24) | vlen, size]
-                .iter()
-                .flat_map(|w| w.to_ne_bytes())
-                .collect::<Vec<u8>>()
-        };
-        let words = |ws: &[u32]| ws.iter().flat_map(|w| w.to_ne_bytes()).collect::<Vec<u8>>();
-        let mut types = Vec::new();
-        types.extend(ty(int, 1, 0, 4));
-        types.extend(words(&[32]));
-        types.extend(ty(0, 13, 1, 1));
-        types.extend(words(&[0, 1]));
-        types.extend(ty(f, 12, 0, 2));
-        types.extend(ty(trace, 8, 0, 1));
-        types.extend(ty(s, 4, 2, 8));
-        types.extend(words(&[a, 1, 0, b, 1, 32]));
-        types.extend(ty(f, 12, 0, 2));
-        types.extend(ty(g, 12, 0, 2));
+    fn words(ws: &[u32]) -> Vec<u8> {
+        ws.iter().flat_map(|w| w.to_ne_bytes()).collect()
+    }
+
+    /// A type record's 12 bytes.
+    fn ty(name: u32, kind: u32, vlen: u32, size: u32) -> Vec<u8> {
+        words(&[name, (kind << 24) | vlen, size])
+    }
+
+    /// A BTF blob: the header, then `types`, then `strings`.
+    fn btf(types: &[u8], strings: &[u8]) -> Vec<u8> {
         let mut btf = Vec::new();
         btf.extend(MAGIC.to_ne_bytes());
         btf.extend([1, 0]);
@@ -233,6 +223,37 @@ mod tests {
         btf.extend(types);
         btf.extend(strings);
         btf
+    }
+
+    /// BTF with: 1 int "int", 2 func_proto (1 param), 3 func "f", 4 typedef "btf_trace_t",
+    /// 5 struct "s" (2 members), 6 func "f" again (a second static `f`), 7 func "g".
+    fn fixture() -> Vec<u8> {
+        let strings = b"\0int\0f\0btf_trace_t\0s\0a\0b\0g\0";
+        let (int, f, trace, s, a, b, g) = (1u32, 5, 7, 19, 21, 23, 25);
+        let mut types = Vec::new();
+        types.extend(ty(int, 1, 0, 4));
+        types.extend(words(&[32]));
+        types.extend(ty(0, 13, 1, 1));
+        types.extend(words(&[0, 1]));
+        types.extend(ty(f, 12, 0, 2));
+        types.extend(ty(trace, 8, 0, 1));
+        types.extend(ty(s, 4, 2, 8));
+        types.extend(words(&[a, 1, 0, b, 1, 32]));
+        types.extend(ty(f, 12, 0, 2));
+        types.extend(ty(g, 12, 0, 2));
+        btf(&types, strings)
+    }
+
+    #[test]
+    fn a_name_repeated_back_to_back_in_the_strings_is_found_at_either_offset() {
+        // Not deduplicated: "f" at offsets 1 and 3; the typedef uses the first, the
+        // function the second (overlapping `\0f\0` matches would miss it).
+        let mut types = ty(1, 8, 0, 0);
+        types.extend(ty(3, 12, 0, 0));
+        let bytes = btf(&types, b"\0f\0f\0");
+        let index = BtfIndex::parse(&bytes).unwrap();
+        assert_eq!(index.typedef("f"), Some(1));
+        assert_eq!(index.function("f"), Some(2));
     }
 
     #[test]

@@ -24,13 +24,8 @@ pub struct ListArgs {
 pub fn run(args: &ListArgs) -> anyhow::Result<i32> {
     let pattern = args.pattern.as_str();
     let kernel = KernelFunctions::from_system().context("cannot read /proc/kallsyms")?;
-    let btf = aya::Btf::from_sys_fs().ok();
-    let in_btf = |name: &str| {
-        btf.as_ref().is_some_and(|b| {
-            b.id_by_type_name_kind(name, aya_obj::btf::BtfKind::Func)
-                .is_ok()
-        })
-    };
+    let btf = crate::attach::kernel_btf().ok();
+    let in_btf = |name: &str| btf.is_some_and(|b| b.function(name).is_some());
     let symbols: Vec<String> = if is_glob(pattern) {
         kernel
             .matching(pattern)

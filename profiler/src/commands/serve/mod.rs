@@ -111,12 +111,14 @@ impl Live {
         snapshot.open_frames = crate::collect::open_frames(ebpf, self.task_store)
             .map_err(|e| format!("cannot count the calls in flight: {e:#}"))?
             + snapshot.session_calls();
+        let recursion_missed = attach::recursion_misses(ebpf);
+        drop(guard);
+        // One syscall per link: not under the maps' lock.
         let link_missed = match self.links.lock() {
             Ok(links) => links.as_ref().map_or(0, attach::link_misses),
             Err(_) => return Err("link reader panicked".into()),
         };
-        let kernel_missed = attach::recursion_misses(ebpf) + link_missed;
-        drop(guard);
+        let kernel_missed = recursion_missed + link_missed;
         let mut recording = self.session().recording(&snapshot, self.started.elapsed());
         recording.losses.kernel_missed = kernel_missed;
         Ok(recording)
@@ -233,18 +235,20 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
         let _ = tokio::time::timeout(Duration::from_secs(3), &mut server).await;
     }
     server.abort();
-    let mut ebpf = live
-        .ebpf
-        .lock()
-        .map_err(|_| anyhow::anyhow!("map reader panicked"))?
-        .take()
-        .context("probes already detached")?;
+    // The links first: taking the maps can fail, and the links must not stay in `live`,
+    // which an open connection may still hold.
     let links = live
         .links
         .lock()
         .map_err(|_| anyhow::anyhow!("link reader panicked"))?
         .take()
         .unwrap_or_default();
+    let mut ebpf = live
+        .ebpf
+        .lock()
+        .map_err(|_| anyhow::anyhow!("map reader panicked"))?
+        .take()
+        .context("probes already detached")?;
     let snapshot = crate::collect::final_snapshot(&mut ebpf, live.probed.len(), live.task_store)?;
     let kernel_missed = attach::recursion_misses(&ebpf) + attach::link_misses(&links);
     // Detach every probe before printing.
