@@ -249,9 +249,7 @@ fn the_syscall_return_program_is_verified_without_a_path_per_value() {
     };
     let mut ebpf = load_store_with(&config, TaskStore::TaskStorage);
     let btf = profiler::attach::kernel_btf().expect("kernel BTF");
-    let id = btf
-        .typedef("btf_trace_sys_exit")
-        .expect("sys_exit's BTF typedef");
+    let id = btf.tracepoint("sys_exit").expect("sys_exit's BTF typedef");
     let program: &mut BtfTracePoint = ebpf
         .program_mut("btf_sys_exit")
         .unwrap()

@@ -121,6 +121,13 @@ impl<'a> BtfIndex<'a> {
         self.find(&self.typedefs, name)
     }
 
+    /// The id a BTF tracepoint program on `tracepoint` (`sched_switch`, `sys_exit`) is
+    /// loaded for: the kernel's `btf_trace_<tracepoint>` typedef, as aya's
+    /// `BtfTracePoint::load` looks it up.
+    pub fn tracepoint(&self, tracepoint: &str) -> Option<u32> {
+        self.typedef(&format!("btf_trace_{tracepoint}"))
+    }
+
     fn find(&self, ids: &[(u32, u32)], name: &str) -> Option<u32> {
         if name.is_empty() || name.contains('\0') {
             return None;
@@ -263,6 +270,7 @@ mod tests {
         assert_eq!(index.function("f"), Some(3), "the first of two wins");
         assert_eq!(index.function("g"), Some(7));
         assert_eq!(index.typedef("btf_trace_t"), Some(4));
+        assert_eq!(index.tracepoint("t"), Some(4));
         // Names of other kinds, or of the other kind, are not found.
         assert_eq!(index.function("int"), None);
         assert_eq!(index.function("btf_trace_t"), None);

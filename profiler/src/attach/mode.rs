@@ -804,7 +804,7 @@ pub fn attach_tracking(
                     }))
                 })?;
                 let btf_id = btf
-                    .typedef(&format!("btf_trace_{name}"))
+                    .tracepoint(name)
                     .ok_or_else(|| fail(Reason::new("no such BTF tracepoint in this kernel")))?;
                 let prog: &mut BtfTracePoint = program(ebpf, name)?;
                 prog.load_by_btf_id(btf_id).map_err(refused)?;

@@ -158,7 +158,7 @@ fn attach_raw(ebpf: &mut Ebpf, numbers: &[u32]) -> Result<(), AttachError> {
         match &btf {
             Some(btf) => {
                 let btf_id = btf
-                    .typedef(&format!("btf_trace_{tracepoint}"))
+                    .tracepoint(tracepoint)
                     .ok_or_else(|| AttachError::Tracepoint {
                         tracepoint: format!("raw_syscalls/{tracepoint}"),
                         reason: Reason::new("no such BTF tracepoint in this kernel"),
