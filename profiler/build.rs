@@ -9,7 +9,7 @@
 //!
 //! It also sets what `hotprof --version` prints: `HOTPROF_GIT_COMMIT` (the source tree's
 //! commit, `-dirty` with uncommitted changes to tracked files, `unknown` without git),
-//! `HOTPROF_AYA_VERSION` (from Cargo.lock) and `HOTPROF_EBPF_ID` (a hash of the two eBPF
+//! `HOTPROF_AYA_VERSION` (from Cargo.lock) and `HOTPROF_EBPF_ID` (a hash of the three eBPF
 //! objects just built). None of them can fail the build.
 use std::env;
 use std::path::{Path, PathBuf};
@@ -69,8 +69,9 @@ fn version_env() {
     let out_dir = env::var_os("OUT_DIR").map(PathBuf::from);
     let objects = out_dir.and_then(|dir| {
         let main = std::fs::read(dir.join("profiler")).ok()?;
+        let plain = std::fs::read(dir.join("profiler-plain")).ok()?;
         let compat = std::fs::read(dir.join("profiler-compat")).ok()?;
-        Some([main, compat])
+        Some([main, plain, compat])
     });
     let id = objects.map_or_else(|| "unknown".into(), |objects| object_id(&objects));
     println!("cargo:rustc-env=HOTPROF_EBPF_ID={id}");
@@ -162,7 +163,7 @@ fn build() -> anyhow::Result<()> {
     };
     aya_build::build_ebpf([package], aya_build::Toolchain::default())?;
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").context("OUT_DIR is not set")?);
-    for object in ["profiler", "profiler-compat"] {
+    for object in ["profiler", "profiler-plain", "profiler-compat"] {
         slim_object(&out_dir.join(object))?;
     }
     Ok(())

@@ -17,6 +17,9 @@ mod slowest;
 #[path = "store/hash_map.rs"]
 mod store;
 
+/// Per-call options are read from `.rodata`: the one object for kernels without task storage.
+const PLAIN: bool = false;
+
 #[cfg(not(test))]
 #[panic_handler]
 fn panic(_info: &core::panic::PanicInfo) -> ! {

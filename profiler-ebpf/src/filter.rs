@@ -10,7 +10,7 @@ use profiler_common::{
     keys::{errno_of, field, op},
 };
 
-use crate::frames::config;
+use crate::frames::{config, per_call};
 use crate::keys::{EntryContext, ExitContext, entry_field};
 
 const NO_CONDITION: FilterCond = FilterCond {
@@ -41,7 +41,7 @@ fn condition(index: usize) -> FilterCond {
 /// Whether `--filter` is in use.
 #[inline(always)]
 pub(crate) fn active() -> bool {
-    config(&FILTERS[0].op) != op::NONE
+    per_call(&FILTERS[0].op) != op::NONE
 }
 
 /// Whether the call passes every condition known at entry.

@@ -87,6 +87,18 @@ pub(crate) fn config<T: Copy>(value: &T) -> T {
     unsafe { core::ptr::read_volatile(value) }
 }
 
+/// A per-call option: one that entries or returns read on every call (`--cpu`, `--cgroup`,
+/// `--comm`, `--children`, `--min-latency`, `--off-cpu`, `--stacks`, `--by`, `--slowest`,
+/// `--filter`). Each such `.rodata` load costs every call its instructions even when the
+/// option is off (~90 per call in all, a TCG count: `cargo xtask bench --only insns`), so the
+/// `profiler-plain` object ([`crate::PLAIN`]), loaded for runs that set none of them, reads
+/// the static's initializer (the option's default) instead: LLVM folds it, and the option's
+/// code with it. Userspace never writes these globals of that object.
+#[inline(always)]
+pub(crate) fn per_call<T: Copy>(value: &T) -> T {
+    if crate::PLAIN { *value } else { config(value) }
+}
+
 /// `bpf_ktime_get_ns()`: CLOCK_MONOTONIC in nanoseconds. Inlined, so each call site compiles
 /// to the helper call it replaces.
 #[inline(always)]
@@ -151,12 +163,12 @@ fn wanted_task(pid_tgid: u64, traced: impl FnOnce(u32) -> bool) -> bool {
 /// The filters a task can leave between calls: CPU (migration), cgroup (moved), comm (exec).
 #[inline(always)]
 fn wanted_now() -> bool {
-    let only_cpu = config(&FILTER_CPU);
+    let only_cpu = per_call(&FILTER_CPU);
     // SAFETY: the helper takes no arguments and touches no memory; it returns the CPU id.
     if only_cpu != u32::MAX && only_cpu != unsafe { bpf_get_smp_processor_id() } {
         return false;
     }
-    let only_cgroup = config(&FILTER_CGROUP);
+    let only_cgroup = per_call(&FILTER_CGROUP);
     // SAFETY: the helper takes no arguments and touches no memory; it returns the current
     // task's cgroup v2 id.
     if only_cgroup != 0 && only_cgroup != unsafe { bpf_get_current_cgroup_id() } {
@@ -164,7 +176,7 @@ fn wanted_now() -> bool {
     }
     // The first byte alone says whether the filter is set: reading all 16 (volatile) bytes
     // first cost every call ~30 instructions.
-    if config(&FILTER_COMM[0]) != 0 {
+    if per_call(&FILTER_COMM[0]) != 0 {
         match bpf_get_current_comm() {
             Ok(comm) if comm == config(&FILTER_COMM) => {}
             _ => return false,
@@ -211,7 +223,7 @@ pub(crate) fn enter<C: StackIdContext + EntryContext>(ctx: &C, func: u32, entry_
     } else {
         0
     };
-    let children = config(&CHILD_SLOTS);
+    let children = per_call(&CHILD_SLOTS);
     if children != 0 && is_child(children, func) {
         // A child counts only inside an open parent frame (any frame of a parent slot).
         let mut inside = false;
@@ -232,10 +244,10 @@ pub(crate) fn enter<C: StackIdContext + EntryContext>(ctx: &C, func: u32, entry_
     frame.child_ns = 0;
     frame.func = func;
     frame.entry_sp = entry_sp;
-    if config(&TRACK_OFF_CPU) != 0 {
+    if per_call(&TRACK_OFF_CPU) != 0 {
         frame.off_cpu_at_entry = off_cpu_ns;
     }
-    if config(&CAPTURE_STACKS) != StackCapture::None as u8 {
+    if per_call(&CAPTURE_STACKS) != StackCapture::None as u8 {
         let (kernel_stack, user_stack) = capture_stacks(ctx);
         frame.kernel_stack = kernel_stack;
         frame.user_stack = user_stack;
@@ -252,7 +264,7 @@ pub(crate) fn enter<C: StackIdContext + EntryContext>(ctx: &C, func: u32, entry_
 /// `--children` set them.
 #[inline(always)]
 fn flags_used() -> bool {
-    filter::active() || config(&CHILD_SLOTS) != 0
+    filter::active() || per_call(&CHILD_SLOTS) != 0
 }
 
 /// Whether slot `func` is a `--children` function.
@@ -265,7 +277,7 @@ fn is_child(children: u64, func: u32) -> bool {
 /// [`STACK_NOT_SAMPLED`] for a call `STACK_SAMPLE_EVERY` left out.
 #[inline(always)]
 fn capture_stacks<C: StackIdContext>(ctx: &C) -> (i32, i32) {
-    let mode = config(&CAPTURE_STACKS);
+    let mode = per_call(&CAPTURE_STACKS);
     if mode == StackCapture::None as u8 {
         return (-1, -1);
     }
@@ -363,7 +375,7 @@ pub(crate) fn leave<X: ExitContext>(which: ReturnOf, exit: &X) {
     let stacks = stacks_of(frame);
     let flags = if flags_used() { frame.flags } else { 0 };
     let duration = now.saturating_sub(entry_ns);
-    let track_off_cpu = config(&TRACK_OFF_CPU) != 0;
+    let track_off_cpu = per_call(&TRACK_OFF_CPU) != 0;
     let off_cpu = if track_off_cpu {
         task.off_cpu_ns - frame.off_cpu_at_entry
     } else {
@@ -387,7 +399,7 @@ pub(crate) fn leave<X: ExitContext>(which: ReturnOf, exit: &X) {
     }
     let call = Call {
         duration,
-        self_time: duration.saturating_sub(child_ns),
+        self_time: duration.wrapping_sub(child_ns),
         off_cpu,
         outermost: !recursive,
     };
@@ -422,7 +434,7 @@ pub(crate) fn leave<X: ExitContext>(which: ReturnOf, exit: &X) {
     }
     // Only the calls whose stack was walked: userspace weights their totals by N.
     let (kernel_stack, user_stack) = stacks;
-    if config(&CAPTURE_STACKS) != StackCapture::None as u8 && kernel_stack != STACK_NOT_SAMPLED {
+    if per_call(&CAPTURE_STACKS) != StackCapture::None as u8 && kernel_stack != STACK_NOT_SAMPLED {
         let key = StackKey {
             func,
             tgid: (bpf_get_current_pid_tgid() >> 32) as u32,
@@ -437,7 +449,7 @@ pub(crate) fn leave<X: ExitContext>(which: ReturnOf, exit: &X) {
 /// then never written).
 #[inline(always)]
 fn stacks_of(frame: &Frame) -> (i32, i32) {
-    if config(&CAPTURE_STACKS) == StackCapture::None as u8 {
+    if per_call(&CAPTURE_STACKS) == StackCapture::None as u8 {
         return (-1, -1);
     }
     (frame.kernel_stack, frame.user_stack)
@@ -519,7 +531,7 @@ pub(crate) fn record(func: u32, call: &Call) -> bool {
     let Some(stats) = (unsafe { stats_slot(func) }) else {
         return false;
     };
-    record_into(stats, func, call, config(&TRACK_OFF_CPU) != 0)
+    record_into(stats, func, call, per_call(&TRACK_OFF_CPU) != 0)
 }
 
 /// This CPU's aggregates of slot `func`; a missing slot is counted.
@@ -546,7 +558,7 @@ pub(crate) fn record_into(
     call: &Call,
     track_off_cpu: bool,
 ) -> bool {
-    if call.duration < config(&MIN_LATENCY_NS) {
+    if call.duration < per_call(&MIN_LATENCY_NS) {
         stats.below_min += 1;
         return false;
     }

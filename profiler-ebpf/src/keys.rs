@@ -19,7 +19,7 @@ use profiler_common::{
     keys::{errno_of, field, log2_class},
 };
 
-use crate::frames::{config, count, record};
+use crate::frames::{config, count, per_call, record};
 
 /// Field codes of the key (`--by`), in order; all zero without `--by`.
 #[unsafe(no_mangle)]
@@ -63,7 +63,7 @@ fn code(index: usize) -> u8 {
 /// Whether `--by` is in use.
 #[inline(always)]
 pub(crate) fn keyed() -> bool {
-    code(0) != field::NONE
+    per_call(&BY_FIELDS[0]) != field::NONE
 }
 
 /// The key fields known at entry, for the frame.

@@ -4,10 +4,13 @@
 //! current task's frame stack, [`leave`] pops the frame that belongs to this return and adds
 //! its duration to per-CPU, per-function aggregates. Nothing is sent to userspace per event.
 //!
-//! The crate builds two objects from the same code, differing only in where each task's frame
-//! stack lives (the `store` module each root file picks):
+//! The crate builds three objects from the same code, differing in where each task's frame
+//! stack lives (the `store` module each root file picks) and in [`PLAIN`]:
 //! - `profiler` (this file): task-local storage (`store/task_local.rs`), Linux 5.11 with
 //!   kernel BTF, whatever the mode. It also holds the bench's empty and timing-floor probes.
+//! - `profiler-plain` (`plain.rs`): the same, with every per-call option fixed at its
+//!   default (`frames::per_call`), for the runs that set none: the common case pays no
+//!   instruction for the options it does not use.
 //! - `profiler-compat` (`compat.rs`): a hash map keyed by task (`store/hash_map.rs`),
 //!   for kernels without task storage (5.10 and older, or built without BTF). Userspace loads
 //!   it when creating the task-storage map fails.
@@ -63,6 +66,9 @@ mod slowest;
 #[path = "store/task_local.rs"]
 mod store;
 mod task_storage;
+
+/// Per-call options are read from `.rodata` (the `profiler-plain` object fixes them).
+const PLAIN: bool = false;
 
 #[cfg(not(test))]
 #[panic_handler]

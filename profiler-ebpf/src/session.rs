@@ -94,13 +94,12 @@ fn session(ctx: ProbeContext) -> u32 {
             return 0;
         }
         record_session(SLOT, now.saturating_sub(started));
-        count(Counter::SessionCalls, 1u64.wrapping_neg());
         return 0;
     }
     if !wanted_with(bpf_get_current_pid_tgid(), traced_tgid_cached) {
         return 1;
     }
-    count(Counter::SessionCalls, 1);
+    count(Counter::SessionEntries, 1);
     // SAFETY: as above. Last, so the bookkeeping is not part of the measured time.
     unsafe { *session_cookie(raw) = now_ns() };
     0

@@ -11,7 +11,7 @@ use aya_ebpf::{
 };
 use profiler_common::{SLOWEST_MAX, SlowCall};
 
-use crate::frames::config;
+use crate::frames::{config, per_call};
 
 /// Calls kept per function and CPU (0: `--slowest` is off).
 #[unsafe(no_mangle)]
@@ -27,7 +27,7 @@ static SLOWEST_FLOOR: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 /// Whether `--slowest` is in use.
 #[inline(always)]
 pub(crate) fn enabled() -> bool {
-    config(&SLOWEST_N) != 0
+    per_call(&SLOWEST_N) != 0
 }
 
 /// A finished call, as `--slowest` keeps it: its frame's fields, read before the frame's

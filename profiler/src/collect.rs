@@ -51,9 +51,10 @@ pub fn merge_stats<'a>(per_cpu: impl IntoIterator<Item = &'a FuncStats>) -> Func
         totals.sum_sq_ns2 += (u128::from(stats.sum_sq_hi) << 64) | u128::from(stats.sum_sq_lo);
         totals.on_cpu_sum_ns += stats.on_cpu_sum_ns;
         totals.below_min += stats.below_min;
-        totals.self_sum_ns += stats.self_sum_ns;
-        totals.outer_count += stats.outer_count;
-        totals.outer_sum_ns += stats.outer_sum_ns;
+        totals.self_sum_ns = totals.self_sum_ns.wrapping_add(stats.self_sum_ns);
+        // Every call less the nested ones: per CPU, where both were counted.
+        totals.outer_count += stats.count - stats.nested_count.min(stats.count);
+        totals.outer_sum_ns += stats.sum_ns.wrapping_sub(stats.nested_sum_ns);
     }
     if totals.count == 0 {
         totals.min_ns = 0;
@@ -286,9 +287,14 @@ impl Snapshot {
     }
 
     /// kprobe.session calls entered and not yet returned (0 in other modes): they have no
-    /// frames for [`open_frames`] to find.
+    /// frames for [`open_frames`] to find. Entries less returns (the one slot's timed calls
+    /// and those below `--min-latency`).
     pub fn session_calls(&self) -> u64 {
-        gauge(self.counter(Counter::SessionCalls))
+        let returned = self
+            .functions
+            .first()
+            .map_or(0, |function| function.count + function.below_min);
+        gauge(self.counter(Counter::SessionEntries).wrapping_sub(returned))
     }
 
     /// What the probes could not time, as of this snapshot.
@@ -423,6 +429,42 @@ mod tests {
             (3, 35, 5, 20)
         );
         assert_eq!(merge_stats([&idle]).min_ns, 0);
+    }
+
+    #[test]
+    fn outermost_calls_are_all_calls_less_the_nested_ones() {
+        let cpu = |count, sum_ns, nested_count, nested_sum_ns| FuncStats {
+            count,
+            sum_ns,
+            nested_count,
+            nested_sum_ns,
+            ..Default::default()
+        };
+        let merged = merge_stats([&cpu(5, 500, 2, 150), &cpu(3, 90, 0, 0)]);
+        assert_eq!((merged.outer_count, merged.outer_sum_ns), (6, 440));
+    }
+
+    #[test]
+    fn session_calls_in_flight_are_entries_less_returns() {
+        let snapshot = |entries, count, below_min| {
+            let mut counters = [0; NUM_COUNTERS as usize];
+            counters[Counter::SessionEntries as usize] = entries;
+            Snapshot {
+                functions: vec![FunctionTotals {
+                    count,
+                    below_min,
+                    ..Default::default()
+                }],
+                counters,
+                open_frames: 0,
+                task_entries: 0,
+                keys: Vec::new(),
+            }
+        };
+        assert_eq!(snapshot(7, 4, 1).session_calls(), 2);
+        // Other modes count no entries; a read racing a return never goes below zero.
+        assert_eq!(snapshot(0, 4, 0).session_calls(), 0);
+        assert_eq!(snapshot(4, 5, 0).session_calls(), 0);
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! Both eBPF objects pass this kernel's verifier: every program hotprof can attach is loaded
-//! for real (root needed; run by `cargo xtask test`), from the task-storage object and from
+//! The eBPF objects pass this kernel's verifier: every program hotprof can attach is loaded
+//! for real (root needed; run by `cargo xtask test`), from the task-storage objects (the
+//! plain one for runs without per-call options, the main one with options on) and from
 //! the hash-map object that kernels without task storage get (forced here, where the kernel
 //! has task storage). Attaching needs kprobes, which the development machines lack, so that
 //! part is covered by the VM scenarios.
@@ -147,8 +148,18 @@ fn load_every_program_with(config: &ProbeConfig, store: TaskStore) -> Vec<String
             .load_for_session_link(&kfuncs)
             .unwrap_or_else(|e| panic!("kprobe_session rejected: {e:?}"));
         loaded.push("kprobe_session".to_string());
-        // The bench's session pair (not counted: bench-only programs).
-        for name in ["empty_session", "floor_session"] {
+        // The bench's session pair (not counted: bench-only programs, in the main object
+        // only, which runs with per-call options get).
+        let bench_pair = if config.sets_per_call_options() {
+            &["empty_session", "floor_session"][..]
+        } else {
+            assert!(
+                ebpf.program("floor_session").is_none(),
+                "bench programs in plain"
+            );
+            &[]
+        };
+        for &name in bench_pair {
             let program: &mut KProbe = ebpf.program_mut(name).unwrap().try_into().unwrap();
             program
                 .load_for_session_link(&kfuncs)

@@ -1,17 +1,21 @@
 //! Loading the eBPF object with this run's configuration baked into `.rodata`.
 //!
-//! `profiler-ebpf` builds two objects from the same programs, differing in where each task's
+//! `profiler-ebpf` builds three objects from the same programs, differing in where each task's
 //! frame stack lives: task-local storage (`profiler`, Linux 5.11+ with kernel BTF) or a hash
 //! map keyed by task (`profiler-compat`, for older kernels such as 5.10). aya creates
 //! every map of an object when it loads it, so on a kernel without task storage the first
 //! object fails as a whole, at its task-storage map; the compat object is loaded instead.
+//! The third, `profiler-plain`, is `profiler` with every per-call option fixed at its default
+//! at compile time: a run that sets none of them (the common `hotprof --fn F`) loads it and
+//! pays no instruction per call for them (~90 fewer per getpid call in every mode, a TCG
+//! count: `cargo xtask bench --only insns`).
 
 use std::path::Path;
 
 use aya::{Ebpf, EbpfError, EbpfLoader, maps::MapError};
 use profiler_common::{
     BY_FIELDS_MAX, FILTER_CONDITIONS_MAX, FilterCond, HIST_CHUNKS, SLOT_PROGRAMS, SLOWEST_MAX,
-    StackCapture, TGID_BIT_WORDS, names,
+    StackCapture, TGID_BIT_WORDS, keys::op, names,
 };
 
 use super::{TracepointOffsets, one_line};
@@ -19,6 +23,9 @@ use crate::model::TaskStore;
 
 /// The main eBPF object built from `profiler-ebpf` by `build.rs`: task-local storage.
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/profiler"));
+/// The main object with every per-call option at its default, for the runs that set none.
+static PLAIN_EBPF_OBJECT: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/profiler-plain"));
 /// The same programs with a hash map for the per-task state, for kernels without task storage.
 static COMPAT_EBPF_OBJECT: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/profiler-compat"));
@@ -65,6 +72,26 @@ impl ProbeConfig {
     /// Histogram slots of the `--by` keys, which follow the functions' in `STATS`/`HIST`.
     pub fn key_slots(&self) -> u32 {
         if self.by[0] == 0 { 0 } else { self.max_keys }
+    }
+
+    /// Whether the run sets an option the probes read at every call (`frames::per_call` in
+    /// `profiler-ebpf`); without one, the task-storage object's plain build is loaded. The
+    /// per-task filters (`--tid`, the process tree, hotprof itself) are read once per task
+    /// and stay configurable there.
+    pub fn sets_per_call_options(&self) -> bool {
+        self.cpu.is_some()
+            || self.cgroup_id.is_some()
+            || self.comm.is_some()
+            || self.min_latency_ns != 0
+            || self.off_cpu
+            || self.capture_stacks.any()
+            || self.by.iter().any(|&code| code != 0)
+            || self.slowest != 0
+            || self
+                .conditions
+                .iter()
+                .any(|condition| condition.op != op::NONE)
+            || self.child_slots != 0
     }
 }
 
@@ -256,7 +283,8 @@ pub fn load_object(config: &ProbeConfig, store: TaskStore) -> Result<Ebpf, EbpfE
             },
         );
     loader.load(match store {
-        TaskStore::TaskStorage => EBPF_OBJECT,
+        TaskStore::TaskStorage if config.sets_per_call_options() => EBPF_OBJECT,
+        TaskStore::TaskStorage => PLAIN_EBPF_OBJECT,
         TaskStore::HashMap => COMPAT_EBPF_OBJECT,
     })
 }
@@ -318,6 +346,66 @@ mod tests {
         // No kernel BTF: task storage is no use, whatever the map would do.
         assert_eq!(first_choice(true), TaskStore::TaskStorage);
         assert_eq!(first_choice(false), TaskStore::HashMap);
+    }
+
+    #[test]
+    fn only_runs_without_per_call_options_get_the_plain_object() {
+        let plain = ProbeConfig {
+            functions: 3,
+            filter_tgids: true,
+            exclude_tgid: Some(1),
+            tid: Some(7),
+            stack_sample_every: 8,
+            sample_inside: true,
+            ..Default::default()
+        };
+        assert!(!plain.sets_per_call_options());
+        let mut condition = plain.conditions;
+        condition[1].op = op::EQ;
+        for each in [
+            ProbeConfig {
+                cpu: Some(0),
+                ..plain.clone()
+            },
+            ProbeConfig {
+                cgroup_id: Some(1),
+                ..plain.clone()
+            },
+            ProbeConfig {
+                comm: Some([b'x'; 16]),
+                ..plain.clone()
+            },
+            ProbeConfig {
+                min_latency_ns: 1,
+                ..plain.clone()
+            },
+            ProbeConfig {
+                off_cpu: true,
+                ..plain.clone()
+            },
+            ProbeConfig {
+                capture_stacks: StackCapture::Kernel,
+                ..plain.clone()
+            },
+            ProbeConfig {
+                by: [0, 0, 1],
+                ..plain.clone()
+            },
+            ProbeConfig {
+                slowest: 1,
+                ..plain.clone()
+            },
+            ProbeConfig {
+                conditions: condition,
+                ..plain.clone()
+            },
+            ProbeConfig {
+                child_slots: 2,
+                ..plain.clone()
+            },
+        ] {
+            assert!(each.sets_per_call_options(), "{each:?}");
+        }
     }
 
     #[test]
