@@ -221,9 +221,10 @@ fn call_site_on(
 
 /// Measures the per-call overhead of `mode` with the object whose per-task state is in
 /// `store` (the run's), with what the run's probes do per call (`run`: stacks, `--by`
-/// keys, `--slowest`); an error saying why when it cannot. Not its `--filter`, under which
-/// the calibration calls might not count, nor `--off-cpu`, whose cost is paid at context
-/// switches rather than per call.
+/// keys, `--slowest`) and the same eBPF object (a run with any per-call option loads the main
+/// one, whose programs read each option at every call); an error saying why when it cannot.
+/// Not its `--filter`, under which the calibration calls might not count, nor `--off-cpu`,
+/// whose cost is paid at context switches rather than per call.
 pub fn measure(
     baseline: &Baseline,
     mode: AttachedMode,
@@ -242,6 +243,7 @@ pub fn measure(
         by: run.by,
         max_keys: run.max_keys,
         slowest: run.slowest,
+        main_object: run.sets_per_call_options(),
         ..Default::default()
     };
     let mut ebpf = attach::load_object(&config, store).map_err(CalibrationError::Load)?;

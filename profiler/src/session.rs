@@ -408,6 +408,7 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
         child_slots: child_slots(&probed)?,
         sampling: spec.sample_inside,
         sample_inside: spec.sample_inside,
+        main_object: false,
     };
     let keys = KeyNames::new(probe.by.clone())?;
     // Timed before anything is attached: the run's own probes must not be in the baseline.

@@ -3,6 +3,8 @@
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 
@@ -10,11 +12,86 @@ use anyhow::{Context as _, bail};
 pub struct Workload {
     pub pid: u32,
     program: String,
-    gate: Option<OwnedFd>,
+    gate: Gate,
     exec_error: Option<OwnedFd>,
     /// Copies the workload's stdout to ours, remembering its last `name: key=value` line.
     stdout: Option<std::thread::JoinHandle<Option<String>>>,
 }
+
+/// Where the forked child waits to exec: a word in a page shared across the fork, which the
+/// child spins on, making no system call. The probes follow the child (its pid enters the
+/// traced set) only once it is parked there, so nothing it does before `exec` is measured:
+/// it used to wait in `read(2)` on a pipe, and whenever that read began after the pid was
+/// followed, a run probing the read path (`vfs_read`, `--syscall read`) counted it as the
+/// workload's.
+struct Gate {
+    word: std::ptr::NonNull<AtomicU32>,
+}
+
+impl Gate {
+    // 0 (the zero-filled page): the child is still setting up.
+    /// The child spins, with nothing left to do before `exec`.
+    const PARKED: u32 = 1;
+    const GO: u32 = 2;
+    /// hotprof gave up before releasing it: the child exits without running the command.
+    const ABORT: u32 = 3;
+    const SIZE: usize = 4096;
+
+    fn new() -> anyhow::Result<Self> {
+        // SAFETY: a fresh anonymous mapping, checked below; it is zero-filled (STARTING).
+        let page = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                Self::SIZE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if page == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error())
+                .context("mapping a shared page for the workload's gate");
+        }
+        let word = std::ptr::NonNull::new(page.cast::<AtomicU32>())
+            .context("mmap returned a null page")?;
+        Ok(Self { word })
+    }
+
+    fn state(&self) -> &AtomicU32 {
+        // SAFETY: the page is mapped, page-aligned and zero-initialised for as long as `self`
+        // lives, and an AtomicU32 may be accessed from both processes.
+        unsafe { self.word.as_ref() }
+    }
+
+    /// In the child: announces that it is parked and spins until told to go (true) or to
+    /// give up (false). No system call: nothing here can reach a probe.
+    fn park(&self) -> bool {
+        self.state().store(Self::PARKED, Ordering::Release);
+        loop {
+            match self.state().load(Ordering::Acquire) {
+                Self::GO => return true,
+                Self::ABORT => return false,
+                _ => std::hint::spin_loop(),
+            }
+        }
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        // A child still waiting must not run unmeasured. (A child that has exec'd no longer
+        // has the page; its copy in a child that has not stays mapped there.)
+        if self.state().load(Ordering::Acquire) != Self::GO {
+            self.state().store(Self::ABORT, Ordering::Release);
+        }
+        // SAFETY: the mapping made in `new`, unmapped once; nothing refers to it after this.
+        unsafe { libc::munmap(self.word.as_ptr().cast(), Self::SIZE) };
+    }
+}
+
+/// How long the child may take to park after the fork (a few hundred µs on a real CPU).
+const PARK_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn pipe() -> anyhow::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];
@@ -38,11 +115,13 @@ impl Workload {
             .context("workload arguments must not contain NUL bytes")?;
         let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
         argv_ptrs.push(std::ptr::null());
-        let (gate_read, gate_write) = pipe()?;
+        let gate = Gate::new()?;
         let (error_read, error_write) = pipe()?;
         let (out_read, out_write) = pipe()?;
-        // SAFETY: after fork the child only calls async-signal-safe functions (read, execvp,
-        // write, _exit) on memory prepared before the fork.
+        // SAFETY: getpid has no preconditions.
+        let parent = unsafe { libc::getpid() };
+        // SAFETY: after fork the child only calls async-signal-safe functions (prctl, getppid,
+        // dup2, execvp, write, _exit) and atomics, on memory prepared before the fork.
         let pid = unsafe { libc::fork() };
         if pid < 0 {
             return Err(std::io::Error::last_os_error()).context("fork");
@@ -50,15 +129,17 @@ impl Workload {
         if pid == 0 {
             // SAFETY: see the fork: only async-signal-safe calls, on fds and argv set up before it.
             unsafe {
-                // If hotprof dies, even by SIGKILL, the workload must not run on unmeasured.
+                // If hotprof dies, even by SIGKILL, the workload must not run on unmeasured
+                // (and if it died before this call, the parent is no longer hotprof).
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                let mut byte = 0u8;
-                if libc::read(gate_read.as_raw_fd(), (&mut byte as *mut u8).cast(), 1) != 1 {
-                    // hotprof went away before releasing us: do not run unmeasured.
+                if libc::getppid() != parent {
                     libc::_exit(125);
                 }
                 if libc::dup2(out_write.as_raw_fd(), 1) != 1 {
                     libc::_exit(126);
+                }
+                if !gate.park() {
+                    libc::_exit(125);
                 }
                 libc::execvp(argv_ptrs[0], argv_ptrs.as_ptr());
                 let errno = *libc::__errno_location();
@@ -66,27 +147,48 @@ impl Workload {
                 libc::_exit(127);
             }
         }
-        drop(gate_read);
         drop(error_write);
         drop(out_write);
         let stdout = std::thread::spawn(move || relay_stdout(std::fs::File::from(out_read)));
-        Ok(Self {
+        let workload = Self {
             pid: pid as u32,
             program,
-            gate: Some(gate_write),
+            gate,
             exec_error: Some(error_read),
             stdout: Some(stdout),
-        })
+        };
+        workload.wait_parked()?;
+        Ok(workload)
+    }
+
+    /// Waits until the child is parked at its gate (so that following it from now on
+    /// measures nothing of its set-up), or fails if it exited instead.
+    fn wait_parked(&self) -> anyhow::Result<()> {
+        let deadline = Instant::now() + PARK_TIMEOUT;
+        while self.gate.state().load(Ordering::Acquire) != Gate::PARKED {
+            let mut status = 0;
+            // SAFETY: polling our own child without blocking.
+            if unsafe { libc::waitpid(self.pid as i32, &mut status, libc::WNOHANG) } > 0 {
+                bail!(
+                    "cannot run workload '{}': it exited before exec (status {status:#x})",
+                    self.program
+                );
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "cannot run workload '{}': its process did not start within {} s",
+                    self.program,
+                    PARK_TIMEOUT.as_secs()
+                );
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        Ok(())
     }
 
     /// Lets the workload exec; fails with the reason if the exec did not happen.
     pub fn release(&mut self) -> anyhow::Result<()> {
-        if let Some(gate) = self.gate.take() {
-            // SAFETY: writing one byte to the pipe we own.
-            if unsafe { libc::write(gate.as_raw_fd(), [1u8].as_ptr().cast(), 1) } != 1 {
-                return Err(std::io::Error::last_os_error()).context("releasing the workload");
-            }
-        }
+        self.gate.state().store(Gate::GO, Ordering::Release);
         if let Some(errors) = self.exec_error.take() {
             let mut errno = 0i32;
             // SAFETY: reading 4 bytes into an i32; EOF (0) means the exec succeeded (CLOEXEC).
@@ -217,5 +319,39 @@ mod tests {
         assert!(parse_metrics("hello world").is_empty());
         assert!(parse_metrics("two words: a=1").is_empty());
         assert!(parse_metrics("x: a=NaN b=inf").is_empty());
+    }
+
+    fn command(script: &str) -> Vec<String> {
+        vec!["sh".into(), "-c".into(), script.into()]
+    }
+
+    #[test]
+    fn a_workload_is_parked_before_exec_until_released() {
+        let mut workload = Workload::spawn(&command("echo gate: ran=1")).unwrap();
+        // Parked: still hotprof's image, spinning, not yet the command.
+        assert_eq!(workload.gate.state().load(Ordering::Acquire), Gate::PARKED);
+        let own = std::fs::read_link("/proc/self/exe").unwrap();
+        let exe = std::fs::read_link(format!("/proc/{}/exe", workload.pid)).unwrap();
+        assert_eq!(exe, own);
+        workload.release().unwrap();
+        assert_eq!(workload.wait_blocking().unwrap(), 0);
+        assert_eq!(workload.metrics().get("gate.ran"), Some(&1.0));
+    }
+
+    #[test]
+    fn a_workload_never_released_never_runs() {
+        let marker = std::env::temp_dir().join(format!("hotprof-gate-{}", std::process::id()));
+        let workload = Workload::spawn(&command(&format!("touch {}", marker.display()))).unwrap();
+        let pid = workload.pid;
+        drop(workload);
+        assert_eq!(wait_pid(pid).unwrap(), 125);
+        assert!(!marker.exists());
+    }
+
+    #[test]
+    fn a_command_that_cannot_run_fails_at_release() {
+        let mut workload = Workload::spawn(&["/nonexistent/hotprof-test".to_string()]).unwrap();
+        let error = workload.release().unwrap_err().to_string();
+        assert!(error.starts_with("cannot run workload"), "{error}");
     }
 }

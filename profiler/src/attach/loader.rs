@@ -66,6 +66,10 @@ pub struct ProbeConfig {
     pub child_slots: u64,
     /// `sample --inside F`: sample only tasks with a probed frame open.
     pub sample_inside: bool,
+    /// Load the main object even if no per-call option is set: the overhead calibration of
+    /// a run that sets some (it cannot copy them all: filters would skip its calls) must
+    /// measure the programs the run uses.
+    pub main_object: bool,
 }
 
 impl ProbeConfig {
@@ -79,7 +83,8 @@ impl ProbeConfig {
     /// per-task filters (`--tid`, the process tree, hotprof itself) are read once per task
     /// and stay configurable there.
     pub fn sets_per_call_options(&self) -> bool {
-        self.cpu.is_some()
+        self.main_object
+            || self.cpu.is_some()
             || self.cgroup_id.is_some()
             || self.comm.is_some()
             || self.min_latency_ns != 0
@@ -401,6 +406,10 @@ mod tests {
             },
             ProbeConfig {
                 child_slots: 2,
+                ..plain.clone()
+            },
+            ProbeConfig {
+                main_object: true,
                 ..plain.clone()
             },
         ] {
