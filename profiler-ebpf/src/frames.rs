@@ -93,7 +93,8 @@ pub(crate) fn config<T: Copy>(value: &T) -> T {
 /// option is off (~90 per call in all, a TCG count: `cargo xtask bench --only insns`), so the
 /// `profiler-plain` object ([`crate::PLAIN`]), loaded for runs that set none of them, reads
 /// the static's initializer (the option's default) instead: LLVM folds it, and the option's
-/// code with it. Userspace never writes these globals of that object.
+/// code with it. Userspace loads that object only for runs that leave all of them at their
+/// defaults (`ProbeConfig::sets_per_call_options`).
 #[inline(always)]
 pub(crate) fn per_call<T: Copy>(value: &T) -> T {
     if crate::PLAIN { *value } else { config(value) }

@@ -10,29 +10,8 @@
 // kfunc calls are written as instruction words (`kfunc.rs`).
 #![feature(asm_experimental_arch)]
 
-mod filter;
-mod frames;
-mod keys;
-mod kfunc;
-mod probes;
-mod raw_syscalls;
-mod raw_syscalls_btf;
-mod sample;
-mod session;
-mod slowest;
-#[path = "store/task_local.rs"]
-mod store;
-mod task_storage;
+// The modules, panic handler and licence this object shares with `profiler`.
+include!("task_local_object.rs");
 
 /// Per-call options read as their defaults: the point of this object.
 const PLAIN: bool = true;
-
-#[cfg(not(test))]
-#[panic_handler]
-fn panic(_info: &core::panic::PanicInfo) -> ! {
-    loop {}
-}
-
-#[unsafe(link_section = "license")]
-#[unsafe(no_mangle)]
-static LICENSE: [u8; 4] = *b"GPL\0";
