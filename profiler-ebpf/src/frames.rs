@@ -121,9 +121,10 @@ pub(crate) fn count(counter: Counter, n: u64) {
 
 /// Does the current task pass the user's filters? The process-level ones (hotprof itself,
 /// `--tid`, the traced process tree) hold for a task's whole life, so they are checked once per
-/// task ([`wanted_task`]); the rest can change between calls ([`wanted_now`]). Filters that are
-/// not set cost nothing: the globals live in frozen `.rodata`, so the verifier knows their
-/// values and drops the dead branches.
+/// task ([`wanted_task`]); the rest can change between calls ([`wanted_now`]). A filter that is
+/// not set costs only its load and test: the globals live in frozen `.rodata`, so the verifier
+/// knows their values and drops the dead branches; in the plain object ([`per_call`]) the
+/// per-call ones cost nothing.
 #[inline(always)]
 pub(crate) fn wanted(pid_tgid: u64) -> bool {
     wanted_with(pid_tgid, traced_tgid)

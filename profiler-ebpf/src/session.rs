@@ -9,7 +9,8 @@
 //! with none of those (else the frame-stack programs of the kprobe.multi link).
 //!
 //! Minimum kernel 6.10 with `CONFIG_FPROBE` (kprobe.session links and their kfuncs), kernel
-//! BTF (the kfuncs are found by BTF id); functions ftrace lists only. Main object only.
+//! BTF (the kfuncs are found by BTF id); functions ftrace lists only. In the task-storage
+//! objects (`profiler`, `profiler-plain`) only.
 
 use core::{arch::asm, ffi::c_void};
 

@@ -54,7 +54,9 @@ pub fn merge_stats<'a>(per_cpu: impl IntoIterator<Item = &'a FuncStats>) -> Func
         totals.self_sum_ns = totals.self_sum_ns.wrapping_add(stats.self_sum_ns);
         // Every call less the nested ones: per CPU, where both were counted.
         totals.outer_count += stats.count - stats.nested_count.min(stats.count);
-        totals.outer_sum_ns += stats.sum_ns.wrapping_sub(stats.nested_sum_ns);
+        // Saturating: a copy taken while this CPU's probe updates the element can hold a
+        // nested call whose count and sum it does not hold yet.
+        totals.outer_sum_ns += stats.sum_ns.saturating_sub(stats.nested_sum_ns);
     }
     if totals.count == 0 {
         totals.min_ns = 0;
@@ -82,6 +84,17 @@ pub fn snapshot(ebpf: &Ebpf, functions: usize) -> anyhow::Result<Snapshot> {
         PerCpuArray::try_from(ebpf.map(names::COUNTERS).context("COUNTERS map missing")?)?;
 
     let mut snapshot = Snapshot::default();
+    // The counters first, then the stats: kprobe.session's calls in flight are its entries
+    // less its returns, and returns read later can only make that fall (to 0 at worst),
+    // never count calls that entered and returned between the two reads.
+    for (index, slot) in snapshot.counters.iter_mut().enumerate() {
+        // Wrapping: a gauge's per-CPU parts are +1s and -ns that only make sense summed.
+        *slot = counters_map
+            .get(&(index as u32), 0)
+            .context("reading COUNTERS")?
+            .iter()
+            .fold(0, |sum: u64, part| sum.wrapping_add(*part));
+    }
     for func in 0..functions as u32 {
         let per_cpu = stats.get(&func, 0).context("reading STATS")?;
         let mut totals = merge_stats(per_cpu.iter());
@@ -95,14 +108,6 @@ pub fn snapshot(ebpf: &Ebpf, functions: usize) -> anyhow::Result<Snapshot> {
         snapshot.functions.push(totals);
     }
     snapshot.keys = keys(ebpf, &stats, &hist, (functions as u32).max(1))?;
-    for (index, slot) in snapshot.counters.iter_mut().enumerate() {
-        // Wrapping: a gauge's per-CPU parts are +1s and -ns that only make sense summed.
-        *slot = counters_map
-            .get(&(index as u32), 0)
-            .context("reading COUNTERS")?
-            .iter()
-            .fold(0, |sum: u64, part| sum.wrapping_add(*part));
-    }
     snapshot.task_entries = gauge(snapshot.counter(Counter::LiveTasks));
     Ok(snapshot)
 }
@@ -375,9 +380,10 @@ impl FunctionTotals {
             max_ns: bounds.last().map_or(0, |b| b.1.min(self.max_ns)),
             on_cpu_sum_ns: self.on_cpu_sum_ns - before.on_cpu_sum_ns,
             below_min: self.below_min - before.below_min,
-            self_sum_ns: self.self_sum_ns - before.self_sum_ns,
-            outer_count: self.outer_count - before.outer_count,
-            outer_sum_ns: self.outer_sum_ns - before.outer_sum_ns,
+            // Derived or wrapping sums: a copy torn by a running probe can make them dip.
+            self_sum_ns: self.self_sum_ns.saturating_sub(before.self_sum_ns),
+            outer_count: self.outer_count.saturating_sub(before.outer_count),
+            outer_sum_ns: self.outer_sum_ns.saturating_sub(before.outer_sum_ns),
             histogram,
         }
     }

@@ -38,7 +38,8 @@ impl Gate {
     const SIZE: usize = 4096;
 
     fn new() -> anyhow::Result<Self> {
-        // SAFETY: a fresh anonymous mapping, checked below; it is zero-filled (STARTING).
+        // SAFETY: a fresh anonymous mapping, checked below; it is zero-filled (the child is
+        // still setting up).
         let page = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
@@ -65,9 +66,16 @@ impl Gate {
     }
 
     /// In the child: announces that it is parked and spins until told to go (true) or to
-    /// give up (false). No system call: nothing here can reach a probe.
+    /// give up (false). No system call: nothing here can reach a probe. Gives up at once if
+    /// hotprof already did (it stopped waiting for the child to park).
     fn park(&self) -> bool {
-        self.state().store(Self::PARKED, Ordering::Release);
+        if self
+            .state()
+            .compare_exchange(0, Self::PARKED, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return false;
+        }
         loop {
             match self.state().load(Ordering::Acquire) {
                 Self::GO => return true,
@@ -121,7 +129,7 @@ impl Workload {
         // SAFETY: getpid has no preconditions.
         let parent = unsafe { libc::getpid() };
         // SAFETY: after fork the child only calls async-signal-safe functions (prctl, getppid,
-        // dup2, execvp, write, _exit) and atomics, on memory prepared before the fork.
+        // dup2, signal, execvp, write, _exit) and atomics, on memory prepared before the fork.
         let pid = unsafe { libc::fork() };
         if pid < 0 {
             return Err(std::io::Error::last_os_error()).context("fork");
@@ -137,6 +145,11 @@ impl Workload {
                 }
                 if libc::dup2(out_write.as_raw_fd(), 1) != 1 {
                     libc::_exit(126);
+                }
+                // hotprof's own handlers (tokio's) would catch the death signal above and
+                // leave the child spinning; exec resets them anyway.
+                for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT] {
+                    libc::signal(signal, libc::SIG_DFL);
                 }
                 if !gate.park() {
                     libc::_exit(125);

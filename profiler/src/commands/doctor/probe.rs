@@ -214,8 +214,8 @@ impl Programs {
     }
 }
 
-/// Loads hotprof's object as a run does (task storage, else the hash map) with its task-exit
-/// hooks, then attaches each kind of probe once. Everything is detached when this returns.
+/// Loads hotprof's object as a run without per-call options does (task storage, so the plain
+/// object, else the hash map) with its task-exit hooks, then attaches each kind of probe once. Everything is detached when this returns.
 fn try_programs(
     kprobe_target: Option<&Target>,
     fentry_target: Option<&Target>,
