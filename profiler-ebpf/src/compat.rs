@@ -20,12 +20,4 @@ mod store;
 /// Per-call options are read from `.rodata`: the one object for kernels without task storage.
 const PLAIN: bool = false;
 
-#[cfg(not(test))]
-#[panic_handler]
-fn panic(_info: &core::panic::PanicInfo) -> ! {
-    loop {}
-}
-
-#[unsafe(link_section = "license")]
-#[unsafe(no_mangle)]
-static LICENSE: [u8; 4] = *b"GPL\0";
+include!("object_items.rs");

@@ -1,5 +1,6 @@
 // The crate-root items of the two task-local storage objects, `profiler` (`main.rs`) and
-// `profiler-plain` (`plain.rs`), included by both: their modules, panic handler and licence.
+// `profiler-plain` (`plain.rs`), included by both: their modules, and what every object's
+// root has (`object_items.rs`).
 // Each root adds its own `PLAIN` (and `main.rs` the bench's probes).
 
 mod filter;
@@ -16,12 +17,4 @@ mod slowest;
 mod store;
 mod task_storage;
 
-#[cfg(not(test))]
-#[panic_handler]
-fn panic(_info: &core::panic::PanicInfo) -> ! {
-    loop {}
-}
-
-#[unsafe(link_section = "license")]
-#[unsafe(no_mangle)]
-static LICENSE: [u8; 4] = *b"GPL\0";
+include!("object_items.rs");
