@@ -21,25 +21,39 @@ pub const NUM_BUCKETS: u32 = ((64 - SUB_BUCKET_BITS) * SUB_BUCKETS as u32) + SUB
 pub const HIST_CHUNK_BUCKETS: u32 = SUB_BUCKETS as u32;
 /// `HIST` elements per function (or `--by` key) slot.
 pub const HIST_CHUNKS: u32 = NUM_BUCKETS / HIST_CHUNK_BUCKETS;
-/// One `HIST` element: buckets `chunk * HIST_CHUNK_BUCKETS ..` of one slot.
-pub type HistChunk = [u64; HIST_CHUNK_BUCKETS as usize];
 
-/// The `HIST` element of slot `slot` holding `value`'s bucket, and the bucket's index in it.
-/// From [`chunk_and_sub`] directly, not through [`bucket_index`]: joining the two halves and
-/// splitting them again cost the eBPF return path ~6 instructions per call (a TCG count,
+// A slot's chunks are the bits of its `u64` in the `OCCUPIED` map.
+const _: () = assert!(HIST_CHUNKS <= 64, "a slot's chunks must fit a u64 bitmask");
+
+/// Where `value` goes in slot `slot`'s histogram: the slot's chunk (`0..HIST_CHUNKS`), the
+/// `HIST` element holding it and the bucket's index in that element. From [`chunk_and_sub`]
+/// directly, not through [`bucket_index`]: joining the two halves and splitting them again
+/// cost the eBPF return path ~6 instructions per call (a TCG count,
 /// `cargo xtask bench --only insns`).
 #[inline(always)]
-pub fn hist_position(slot: u32, value: u64) -> (u32, usize) {
+pub fn hist_position(slot: u32, value: u64) -> HistPosition {
     let (chunk, sub) = chunk_and_sub(value);
-    (slot * HIST_CHUNKS + chunk, sub as usize)
+    HistPosition {
+        chunk,
+        element: slot * HIST_CHUNKS + chunk,
+        index: sub as usize,
+    }
 }
 
-/// Where bucket `bucket` of slot `slot` lies in `HIST` (userspace reads by bucket).
-pub fn hist_position_of_bucket(slot: u32, bucket: u32) -> (u32, usize) {
-    (
-        slot * HIST_CHUNKS + bucket / HIST_CHUNK_BUCKETS,
-        (bucket % HIST_CHUNK_BUCKETS) as usize,
-    )
+/// A value's place in a slot's histogram ([`hist_position`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HistPosition {
+    /// The slot's chunk, `0..HIST_CHUNKS`: its bit in the slot's `OCCUPIED` mask.
+    pub chunk: u32,
+    /// The `HIST` element: `slot * HIST_CHUNKS + chunk`.
+    pub element: u32,
+    /// The bucket in the element, `0..HIST_CHUNK_BUCKETS`.
+    pub index: usize,
+}
+
+/// The first bucket of chunk `chunk` (userspace turns an element's buckets into indices).
+pub fn first_bucket_of_chunk(chunk: u32) -> u32 {
+    chunk * HIST_CHUNK_BUCKETS
 }
 
 /// Index of the bucket holding `value` (nanoseconds, but the layout is unit-free).
@@ -221,15 +235,19 @@ mod tests {
         }
         values.push(u64::MAX);
         for value in values {
+            let position = hist_position(3, value);
             assert_eq!(
-                hist_position(3, value),
-                hist_position_of_bucket(3, bucket_index(value)),
+                first_bucket_of_chunk(position.chunk) + position.index as u32,
+                bucket_index(value),
                 "{value}"
             );
-            let (element, index) = hist_position(3, value);
+            assert_eq!(
+                position.element,
+                3 * HIST_CHUNKS + position.chunk,
+                "{value}"
+            );
             assert!(
-                (3 * HIST_CHUNKS..4 * HIST_CHUNKS).contains(&element)
-                    && index < HIST_CHUNK_BUCKETS as usize,
+                position.chunk < HIST_CHUNKS && position.index < HIST_CHUNK_BUCKETS as usize,
                 "{value}"
             );
         }

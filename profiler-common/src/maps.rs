@@ -110,7 +110,8 @@ pub struct TaskFrames {
     pub frames: [Frame; MAX_DEPTH],
 }
 
-/// Per-function aggregate, one per CPU (a `PERCPU_ARRAY` indexed by function id).
+/// The aggregates of the calls in one [`HistChunk`]: a slot's (function's or `--by` key's) are
+/// the merge of its chunks', over the CPUs.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FuncStats {
@@ -134,6 +135,17 @@ pub struct FuncStats {
     /// more fields (~8 instructions), where now only a recursive one does.
     pub nested_count: u64,
     pub nested_sum_ns: u64,
+}
+
+/// One element of the per-CPU `HIST` map: one power of two's buckets of one slot's histogram
+/// (`hist_position`), and the aggregates of the calls it counts. One element per call is one
+/// map lookup on the return path; a separate per-slot aggregate cost every call a second one
+/// (~15 instructions, a TCG count: `cargo xtask bench --only insns`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HistChunk {
+    pub stats: FuncStats,
+    pub buckets: [u64; crate::histogram::HIST_CHUNK_BUCKETS as usize],
 }
 
 /// One finished call of a probed function, as its return probe sees it.
@@ -286,8 +298,10 @@ pub mod names {
     // The compat object's frame stacks (a hash map) and the zeroes a new one is copied from.
     pub const TASK_FRAMES_BY_TASK: &str = "TASK_FRAMES_BY_TASK";
     pub const EMPTY_TASK_FRAMES: &str = "EMPTY_TASK_FRAMES";
-    pub const STATS: &str = "STATS";
     pub const HIST: &str = "HIST";
+    /// Per slot and CPU, the `HIST` chunks that hold a call (bit `c`: chunk `c`), so a
+    /// snapshot reads only those.
+    pub const OCCUPIED: &str = "OCCUPIED";
     /// The frames the `open_frames` iterator found open (main object only).
     pub const OPEN_FRAMES: &str = "OPEN_FRAMES";
     pub const COUNTERS: &str = "COUNTERS";
@@ -311,6 +325,9 @@ mod pod {
     // SAFETY: repr(C) and Copy; eleven u64 fields, so no padding, and every bit pattern is a
     // valid u64.
     unsafe impl aya::Pod for super::FuncStats {}
+    // SAFETY: repr(C) and Copy; a FuncStats (eleven u64) then 32 u64, so no padding, and every
+    // bit pattern is a valid u64.
+    unsafe impl aya::Pod for super::HistChunk {}
     // SAFETY: repr(C) and Copy; four 4-byte integers (u32, u32, i32, i32), so no padding, and
     // any bit pattern is a valid integer.
     unsafe impl aya::Pod for super::StackKey {}

@@ -11,9 +11,9 @@ use aya_ebpf::{
     programs::tracing::StackIdContext,
 };
 use profiler_common::{
-    Call, Counter, FRAME_FILTERED_OUT, FRAME_OUTSIDE_PARENT, Frame, FuncStats, HIST_CHUNKS,
-    HistChunk, MAX_DEPTH, NUM_COUNTERS, STACK_NOT_SAMPLED, StackCapture, StackKey, StackTotals,
-    TaskFrames, hist_position, histogram::HIST_CHUNK_BUCKETS,
+    Call, Counter, FRAME_FILTERED_OUT, FRAME_OUTSIDE_PARENT, Frame, HIST_CHUNKS, HistChunk,
+    MAX_DEPTH, NUM_COUNTERS, STACK_NOT_SAMPLED, StackCapture, StackKey, StackTotals, TaskFrames,
+    hist_position, histogram::HIST_CHUNK_BUCKETS,
 };
 
 use crate::filter;
@@ -65,13 +65,14 @@ pub(crate) static STACKS: StackTrace = StackTrace::with_max_entries(1, 0);
 #[map]
 static STACK_TOTALS: PerCpuHashMap<StackKey, StackTotals> = PerCpuHashMap::with_max_entries(1, 0);
 
-/// Per-function aggregates; resized by userspace to the number of functions.
-#[map]
-static STATS: PerCpuArray<FuncStats> = PerCpuArray::with_max_entries(1, 0);
-/// Per-function histograms, in chunks of a power of two's buckets (`hist_position`); resized
-/// by userspace.
+/// Per slot (function or `--by` key), its histogram in chunks of a power of two's buckets,
+/// each with the aggregates of the calls it counts (`hist_position`); resized by userspace.
 #[map]
 static HIST: PerCpuArray<HistChunk> = PerCpuArray::with_max_entries(HIST_CHUNKS, 0);
+/// Per slot, this CPU's `HIST` chunks that hold a call, as bits (chunk `c`: bit `c`), so a
+/// snapshot reads only those; resized by userspace to the number of slots.
+#[map]
+static OCCUPIED: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 /// Loss and bookkeeping counters, indexed by [`Counter`].
 #[map]
 static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(NUM_COUNTERS, 0);
@@ -373,10 +374,15 @@ pub(crate) fn leave<X: ExitContext>(which: ReturnOf, exit: &X) {
     let frame = &task.frames[found & (MAX_DEPTH - 1)];
     // Everything the rest reads, now: the slot is free again, and a probe nested in a helper
     // call below could open a frame in it.
-    let (func, child_ns, entry_ns) = (frame.func, frame.child_ns, frame.entry_ns);
+    let (child_ns, entry_ns) = (frame.child_ns, frame.entry_ns);
+    // A constant where the return names its function: one load less, and a constant slot.
+    let func = match which {
+        ReturnOf::Func(func) => func,
+        ReturnOf::EntrySp(_) | ReturnOf::CallSite(_) => frame.func,
+    };
     let stacks = stacks_of(frame);
     let flags = if flags_used() { frame.flags } else { 0 };
-    let duration = now.saturating_sub(entry_ns);
+    let duration = elapsed(now, entry_ns);
     let track_off_cpu = per_call(&TRACK_OFF_CPU) != 0;
     let off_cpu = if track_off_cpu {
         task.off_cpu_ns - frame.off_cpu_at_entry
@@ -405,11 +411,7 @@ pub(crate) fn leave<X: ExitContext>(which: ReturnOf, exit: &X) {
         off_cpu,
         outermost: !recursive,
     };
-    // SAFETY: the only reference to the slot, used for this call alone.
-    let Some(stats) = (unsafe { stats_slot(func) }) else {
-        return;
-    };
-    if !record_into(stats, func, &call, track_off_cpu) {
+    if !record_into(func, &call, track_off_cpu) {
         return;
     }
     let slow = slowest::SlowFrame {
@@ -455,6 +457,16 @@ fn stacks_of(frame: &Frame) -> (i32, i32) {
         return (-1, -1);
     }
     (frame.kernel_stack, frame.user_stack)
+}
+
+/// The time from `entry_ns` to `now`; 0 if the clock read earlier at the entry is later (the
+/// monotonic clock's fast accessor can step back by a little across an update). A sign test,
+/// not `saturating_sub`: that compiled to a branchless select, twice the instructions on
+/// every return.
+#[inline(always)]
+pub(crate) fn elapsed(now: u64, entry_ns: u64) -> u64 {
+    let elapsed = now.wrapping_sub(entry_ns);
+    if (elapsed as i64) < 0 { 0 } else { elapsed }
 }
 
 /// The index of the open frame a return closes, if any. The innermost frame first: it is the
@@ -528,52 +540,57 @@ fn add_to_existing_stack(key: &StackKey, duration: u64) -> bool {
 /// track of a map value pointer. The function's own slot is recorded inline
 /// ([`record_into`]): as a call it cost a call, spills and a `Call` on the stack each time.
 #[inline(never)]
-pub(crate) fn record(func: u32, call: &Call) -> bool {
-    // SAFETY: as in `leave`.
-    let Some(stats) = (unsafe { stats_slot(func) }) else {
+pub(crate) fn record(slot: u32, call: &Call) -> bool {
+    record_into(slot, call, per_call(&TRACK_OFF_CPU) != 0)
+}
+
+/// [`record`], inlined: one lookup, of the `HIST` element holding the call's bucket and the
+/// aggregates of the calls in it. A missing slot is counted.
+#[inline(always)]
+pub(crate) fn record_into(slot: u32, call: &Call, track_off_cpu: bool) -> bool {
+    let position = hist_position(slot, call.duration);
+    let Some(element) = HIST.get_ptr_mut(position.element) else {
+        count(Counter::SlotMissing, 1);
         return false;
     };
-    record_into(stats, func, call, per_call(&TRACK_OFF_CPU) != 0)
-}
-
-/// This CPU's aggregates of slot `func`; a missing slot is counted.
-///
-/// # Safety
-/// The reference must be the only one to that slot, and not outlive the program's run.
-#[inline(always)]
-pub(crate) unsafe fn stats_slot(func: u32) -> Option<&'static mut FuncStats> {
-    let Some(stats) = STATS.get_ptr_mut(func) else {
-        count(Counter::SlotMissing, 1);
-        return None;
-    };
-    // SAFETY: `stats` is the non-null result of a lookup: this CPU's FuncStats in the array,
+    // SAFETY: `element` is the non-null result of a lookup: this CPU's HistChunk in HIST,
     // valid and aligned while the program runs, written only from this CPU (the program runs
-    // with migration disabled); the caller keeps the reference alone and short-lived.
-    Some(unsafe { &mut *stats })
-}
-
-/// [`record`] into slot `func`'s aggregates, already looked up.
-#[inline(always)]
-pub(crate) fn record_into(
-    stats: &mut FuncStats,
-    func: u32,
-    call: &Call,
-    track_off_cpu: bool,
-) -> bool {
+    // with migration disabled); the reference lives for this call alone.
+    let element = unsafe { &mut *element };
+    let stats = &mut element.stats;
     if call.duration < per_call(&MIN_LATENCY_NS) {
+        if stats.below_min == 0 {
+            mark_occupied(slot, position.chunk);
+        }
         stats.below_min += 1;
         return false;
     }
-    let (chunk, index) = hist_position(func, call.duration);
-    let Some(chunk) = HIST.get_ptr_mut(chunk) else {
-        count(Counter::SlotMissing, 1);
-        return false;
-    };
-    // SAFETY: as for `stats`: this CPU's HistChunk in HIST, from a successful lookup; the
-    // index is below its length (the mask is for the verifier).
-    unsafe { (*chunk)[index & (HIST_CHUNK_BUCKETS as usize - 1)] += 1 };
+    // The mask is for the verifier: the index is below the length.
+    element.buckets[position.index & (HIST_CHUNK_BUCKETS as usize - 1)] += 1;
     stats.add(call, track_off_cpu);
+    // The chunk's first timed call. Last, and its chunk found again from the one call's
+    // duration: a lookup in the middle, or the chunk kept until here, made the call's
+    // values spill to the stack on every call.
+    // SAFETY: `stats.count` is a valid, aligned u64 of this CPU's element, written above.
+    // Volatile, a load from the element: LLVM otherwise kept the count from before the
+    // update, spilled to the stack across the update.
+    if unsafe { core::ptr::read_volatile(&stats.count) } == 1 {
+        mark_occupied(slot, hist_position(slot, stats.max_ns).chunk);
+    }
     true
+}
+
+/// Sets chunk `chunk`'s bit in slot `slot`'s `OCCUPIED` mask, at the chunk's first call on
+/// this CPU: a second lookup only then.
+#[inline(always)]
+fn mark_occupied(slot: u32, chunk: u32) {
+    let Some(mask) = OCCUPIED.get_ptr_mut(slot) else {
+        count(Counter::SlotMissing, 1);
+        return;
+    };
+    // SAFETY: `mask` is the non-null result of a lookup: this CPU's u64 in OCCUPIED, valid
+    // and aligned while the program runs, written only from this CPU.
+    unsafe { *mask |= 1 << (chunk & 63) };
 }
 
 /// `sched_switch` bookkeeping for `--off-cpu`: time a task with open frames spends switched

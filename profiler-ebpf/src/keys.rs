@@ -2,7 +2,7 @@
 //! `profiler_common::keys`). Keys get slots per CPU, so no atomics are needed: each CPU numbers
 //! the keys it meets from 0 in `NEXT_KEY_SLOT`, and its copy of the key's `KEY_SLOTS` value is
 //! `slot + 1` (0: this CPU has not met the key). A key's slot `s` is function slot
-//! `KEY_SLOT_BASE + s` of `STATS` and `HIST`, on that CPU; userspace adds up the CPUs.
+//! `KEY_SLOT_BASE + s` of `HIST` and `OCCUPIED`, on that CPU; userspace adds up the CPUs.
 //! With no `--by`, `BY_FIELDS` is all zeroes and the verifier drops every branch of this.
 
 use aya_ebpf::{
@@ -27,7 +27,7 @@ static BY_FIELDS: [u8; BY_FIELDS_MAX] = [0; BY_FIELDS_MAX];
 /// Key slots each CPU may use (`--max-keys`).
 #[unsafe(no_mangle)]
 static MAX_KEYS: u32 = 0;
-/// The first key slot in `STATS`/`HIST`: the number of function slots.
+/// The first key slot in `HIST`/`OCCUPIED`: the number of function slots.
 #[unsafe(no_mangle)]
 static KEY_SLOT_BASE: u32 = 0;
 

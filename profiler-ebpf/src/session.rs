@@ -20,7 +20,7 @@ use aya_ebpf::{
 };
 use profiler_common::{Call, Counter, TGID_BIT_WORDS};
 
-use crate::frames::{count, now_ns, record_into, stats_slot, traced_tgid, wanted_with};
+use crate::frames::{count, elapsed, now_ns, record_into, traced_tgid, wanted_with};
 use crate::kfunc::{session_cookie, session_is_return};
 
 /// The link's one function's slot. Not its attach cookie: `bpf_get_attach_cookie` searches the
@@ -94,7 +94,7 @@ fn session(ctx: ProbeContext) -> u32 {
         if started == 0 {
             return 0;
         }
-        record_session(SLOT, now.saturating_sub(started));
+        record_session(SLOT, elapsed(now, started));
         return 0;
     }
     if !wanted_with(bpf_get_current_pid_tgid(), traced_tgid_cached) {
@@ -116,8 +116,5 @@ fn record_session(func: u32, duration: u64) {
         off_cpu: 0,
         outermost: true,
     };
-    // SAFETY: the only reference to this slot's aggregates while the program runs.
-    if let Some(stats) = unsafe { stats_slot(func) } {
-        record_into(stats, func, &call, false);
-    }
+    record_into(func, &call, false);
 }

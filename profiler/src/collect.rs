@@ -8,8 +8,8 @@ use aya::{
 use std::collections::HashMap;
 
 use profiler_common::{
-    ByKey, Counter, FuncStats, HistChunk, NUM_BUCKETS, NUM_COUNTERS, SLOWEST_MAX, SlowCall,
-    StackKey, StackTotals, TaskFrames, bucket_index, hist_position_of_bucket, names,
+    ByKey, Counter, FuncStats, HIST_CHUNKS, HistChunk, NUM_COUNTERS, SLOWEST_MAX, SlowCall,
+    StackKey, StackTotals, TaskFrames, first_bucket_of_chunk, names,
 };
 
 use crate::model::{FunctionTotals, Histogram, Losses, TaskStore};
@@ -64,22 +64,32 @@ pub fn merge_stats<'a>(per_cpu: impl IntoIterator<Item = &'a FuncStats>) -> Func
     totals
 }
 
-/// The histogram buckets a function's calls can occupy: those between its fastest and its
-/// slowest call. Reading only these (one `bpf()` lookup per `HIST` element of 32 buckets they
-/// touch) instead of all `NUM_BUCKETS` makes a snapshot of many functions much cheaper. The
-/// range only widens over a run (min falls, max rises), so a call whose bucket lands outside
-/// it between the `STATS` and `HIST` reads is counted by the next snapshot, never lost.
-pub fn occupied_buckets(min_ns: u64, max_ns: u64) -> std::ops::RangeInclusive<u32> {
-    bucket_index(min_ns)..=bucket_index(max_ns.max(min_ns)).min(NUM_BUCKETS - 1)
+/// A slot's calls from `HIST` elements of any CPU: `(chunk, element)` pairs, each element
+/// holding its chunk's buckets and the aggregates of the calls in them.
+pub fn totals_of_chunks<'a>(
+    elements: impl IntoIterator<Item = (u32, &'a HistChunk)> + Clone,
+) -> FunctionTotals {
+    let mut totals = merge_stats(elements.clone().into_iter().map(|(_, e)| &e.stats));
+    for (chunk, element) in elements {
+        for (index, &count) in element.buckets.iter().enumerate() {
+            totals
+                .histogram
+                .add_bucket(first_bucket_of_chunk(chunk) + index as u32, count);
+        }
+    }
+    totals
+}
+
+/// The chunks set in any of `masks` (a slot's `OCCUPIED` bits, per CPU).
+fn occupied_chunks(masks: impl IntoIterator<Item = u64>) -> impl Iterator<Item = u32> {
+    let mask = masks.into_iter().fold(0, |all, mask| all | mask);
+    (0..HIST_CHUNKS).filter(move |chunk| mask & (1 << chunk) != 0)
 }
 
 /// Reads every map. `functions` is the number of probed functions.
 pub fn snapshot(ebpf: &Ebpf, functions: usize) -> anyhow::Result<Snapshot> {
     use anyhow::Context as _;
-    let stats: PerCpuArray<&MapData, FuncStats> =
-        PerCpuArray::try_from(ebpf.map(names::STATS).context("STATS map missing")?)?;
-    let hist: PerCpuArray<&MapData, HistChunk> =
-        PerCpuArray::try_from(ebpf.map(names::HIST).context("HIST map missing")?)?;
+    let slots = SlotReader::open(ebpf)?;
     let counters_map: PerCpuArray<&MapData, u64> =
         PerCpuArray::try_from(ebpf.map(names::COUNTERS).context("COUNTERS map missing")?)?;
 
@@ -96,20 +106,54 @@ pub fn snapshot(ebpf: &Ebpf, functions: usize) -> anyhow::Result<Snapshot> {
             .fold(0, |sum: u64, part| sum.wrapping_add(*part));
     }
     for func in 0..functions as u32 {
-        let per_cpu = stats.get(&func, 0).context("reading STATS")?;
-        let mut totals = merge_stats(per_cpu.iter());
-        if totals.count > 0 {
-            let mut chunks = HistChunks::default();
-            for bucket in occupied_buckets(totals.min_ns, totals.max_ns) {
-                let count = chunks.bucket(&hist, func, bucket, None)?;
-                totals.histogram.add_bucket(bucket, count);
-            }
-        }
-        snapshot.functions.push(totals);
+        let chunks = slots.read(func)?;
+        let every_cpu = chunks
+            .iter()
+            .flat_map(|(chunk, per_cpu)| per_cpu.iter().map(|element| (*chunk, element)));
+        snapshot.functions.push(totals_of_chunks(every_cpu));
     }
-    snapshot.keys = keys(ebpf, &stats, &hist, (functions as u32).max(1))?;
+    snapshot.keys = keys(ebpf, &slots, (functions as u32).max(1))?;
     snapshot.task_entries = gauge(snapshot.counter(Counter::LiveTasks));
     Ok(snapshot)
+}
+
+/// One slot's occupied `HIST` chunks, each with every CPU's copy of its element.
+type SlotChunks = Vec<(u32, Vec<HistChunk>)>;
+
+/// The `HIST` and `OCCUPIED` maps.
+struct SlotReader<'a> {
+    hist: PerCpuArray<&'a MapData, HistChunk>,
+    occupied: PerCpuArray<&'a MapData, u64>,
+}
+
+impl<'a> SlotReader<'a> {
+    fn open(ebpf: &'a Ebpf) -> anyhow::Result<Self> {
+        use anyhow::Context as _;
+        Ok(SlotReader {
+            hist: PerCpuArray::try_from(ebpf.map(names::HIST).context("HIST map missing")?)?,
+            occupied: PerCpuArray::try_from(
+                ebpf.map(names::OCCUPIED).context("OCCUPIED map missing")?,
+            )?,
+        })
+    }
+
+    /// Slot `slot`'s chunks that hold a call on some CPU: one `bpf()` read for the mask and
+    /// one per such chunk. A chunk whose first call lands after the mask's read is counted by
+    /// the next snapshot, never lost; its calls and their aggregates share one element, so a
+    /// snapshot never holds one without the other.
+    fn read(&self, slot: u32) -> anyhow::Result<SlotChunks> {
+        use anyhow::Context as _;
+        let masks = self.occupied.get(&slot, 0).context("reading OCCUPIED")?;
+        occupied_chunks(masks.iter().copied())
+            .map(|chunk| {
+                let per_cpu = self
+                    .hist
+                    .get(&(slot * HIST_CHUNKS + chunk), 0)
+                    .context("reading HIST")?;
+                Ok((chunk, per_cpu.iter().copied().collect()))
+            })
+            .collect()
+    }
 }
 
 /// The run's last snapshot, at its stop (probes still attached): every map, and the calls in
@@ -195,89 +239,44 @@ pub fn open_frames(ebpf: &mut Ebpf, store: TaskStore) -> anyhow::Result<u64> {
 
 /// Reads the `--by` keys: each CPU keeps a key's calls in its own slot (`KEY_SLOTS` holds
 /// slot + 1 per CPU, 0 where that CPU never met the key), slot `s` being function slot
-/// `base + s` of `STATS` and `HIST` on that CPU only.
-fn keys(
-    ebpf: &Ebpf,
-    stats: &PerCpuArray<&MapData, FuncStats>,
-    hist: &PerCpuArray<&MapData, HistChunk>,
-    base: u32,
-) -> anyhow::Result<Vec<KeyTotals>> {
+/// `base + s` of `HIST` and `OCCUPIED` on that CPU only.
+fn keys(ebpf: &Ebpf, slots: &SlotReader, base: u32) -> anyhow::Result<Vec<KeyTotals>> {
     use anyhow::Context as _;
     let Some(map) = ebpf.map(names::KEY_SLOTS) else {
         return Ok(Vec::new());
     };
-    let slots: PerCpuHashMap<&MapData, ByKey, u32> = PerCpuHashMap::try_from(map)?;
-    // A slot's per-CPU values, read once however many keys use that slot number.
-    let mut stats_of: HashMap<u32, Vec<FuncStats>> = HashMap::new();
-    let mut chunks = HistChunks::default();
+    let key_slots: PerCpuHashMap<&MapData, ByKey, u32> = PerCpuHashMap::try_from(map)?;
+    // A slot's chunks, read once however many keys use that slot number on their CPUs.
+    let mut chunks_of: HashMap<u32, SlotChunks> = HashMap::new();
     let mut keys = Vec::new();
-    for entry in slots.iter() {
+    for entry in key_slots.iter() {
         let (key, per_cpu) = entry.context("reading KEY_SLOTS")?;
-        let mut parts: Vec<(usize, u32, FuncStats)> = Vec::new();
+        let mut parts: Vec<(u32, HistChunk)> = Vec::new();
         for (cpu, &slot) in per_cpu.iter().enumerate() {
             if slot == 0 {
                 continue;
             }
             let index = base + slot - 1;
-            let all_cpus = match stats_of.entry(index) {
+            let chunks = match chunks_of.entry(index) {
                 std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
-                std::collections::hash_map::Entry::Vacant(slot) => {
-                    let values = stats.get(&index, 0).context("reading STATS")?;
-                    slot.insert(values.iter().copied().collect())
+                std::collections::hash_map::Entry::Vacant(entry) => {
+                    entry.insert(slots.read(index)?)
                 }
             };
-            if let Some(&part) = all_cpus.get(cpu) {
-                parts.push((cpu, index, part));
-            }
+            // This CPU's copy of the slot is this key's alone.
+            parts.extend(
+                chunks
+                    .iter()
+                    .filter_map(|(chunk, per_cpu)| Some((*chunk, *per_cpu.get(cpu)?))),
+            );
         }
-        let mut totals = merge_stats(parts.iter().map(|(_, _, part)| part));
-        for (cpu, index, part) in &parts {
-            if part.count == 0 {
-                continue;
-            }
-            for bucket in occupied_buckets(part.min_ns, part.max_ns) {
-                let count = chunks.bucket(hist, *index, bucket, Some(*cpu))?;
-                totals.histogram.add_bucket(bucket, count);
-            }
-        }
+        let totals = totals_of_chunks(parts.iter().map(|(chunk, element)| (*chunk, element)));
         if totals.count > 0 {
             keys.push(KeyTotals { key, totals });
         }
     }
     keys.sort_by_key(|k| k.key);
     Ok(keys)
-}
-
-/// `HIST` elements read so far (each holds a power of two's buckets, per CPU): a function's
-/// or key's buckets in one element cost one `bpf()` lookup, however many are occupied.
-#[derive(Default)]
-struct HistChunks {
-    read: HashMap<u32, Vec<HistChunk>>,
-}
-
-impl HistChunks {
-    /// Bucket `bucket` of slot `slot`: summed over the CPUs, or one CPU's part.
-    fn bucket(
-        &mut self,
-        hist: &PerCpuArray<&MapData, HistChunk>,
-        slot: u32,
-        bucket: u32,
-        cpu: Option<usize>,
-    ) -> anyhow::Result<u64> {
-        use anyhow::Context as _;
-        let (element, index) = hist_position_of_bucket(slot, bucket);
-        let per_cpu = match self.read.entry(element) {
-            std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
-            std::collections::hash_map::Entry::Vacant(entry) => {
-                let values = hist.get(&element, 0).context("reading HIST")?;
-                entry.insert(values.iter().copied().collect())
-            }
-        };
-        Ok(match cpu {
-            Some(cpu) => per_cpu.get(cpu).map_or(0, |chunk| chunk[index]),
-            None => per_cpu.iter().map(|chunk| chunk[index]).sum(),
-        })
-    }
 }
 
 /// A gauge's wrapped sum as a count. The per-CPU parts are read one after another, so a frame
@@ -394,22 +393,48 @@ mod tests {
     use super::*;
 
     #[test]
-    fn occupied_buckets_hold_every_value_between_min_and_max() {
-        let edges = [0, 1, 31, 32, 33, 1_000, 4_095, 4_096, 1 << 40, u64::MAX];
-        for &min in &edges {
-            for &max in edges.iter().filter(|&&max| max >= min) {
-                let range = occupied_buckets(min, max);
-                for value in [min, max, min + (max - min) / 2, min + (max - min) / 3] {
-                    assert!(
-                        range.contains(&bucket_index(value)),
-                        "{value} in {min}..={max}"
-                    );
-                }
-                assert!(*range.end() < NUM_BUCKETS);
-            }
+    fn occupied_chunks_are_the_bits_set_on_any_cpu() {
+        let chunks: Vec<u32> = occupied_chunks([0b101, 1 << 40, 0]).collect();
+        assert_eq!(chunks, [0, 2, 40]);
+        assert_eq!(occupied_chunks([]).count(), 0);
+        // The highest chunk is a bit too (HIST_CHUNKS <= 64).
+        let last: Vec<u32> = occupied_chunks([1 << (HIST_CHUNKS - 1)]).collect();
+        assert_eq!(last, [HIST_CHUNKS - 1]);
+    }
+
+    #[test]
+    fn chunks_merge_into_one_function_whatever_their_cpu() {
+        // Two CPUs' copies of chunk 2 (values 64..128) and one of chunk 3 (128..256), filled
+        // as the probes fill them.
+        let mut elements = [
+            (2, HistChunk::default()),
+            (2, HistChunk::default()),
+            (3, HistChunk::default()),
+        ];
+        let calls = [(0, 100u64), (0, 127), (1, 96), (2, 200), (2, 130)];
+        for &(element, duration) in &calls {
+            let (chunk, entry) = &mut elements[element];
+            let position = profiler_common::hist_position(0, duration);
+            assert_eq!(position.chunk, *chunk);
+            entry.buckets[position.index] += 1;
+            entry.stats.add(
+                &profiler_common::Call {
+                    duration,
+                    self_time: duration,
+                    off_cpu: 0,
+                    outermost: true,
+                },
+                false,
+            );
         }
-        // The point: a narrow distribution reads a few buckets, not all of them.
-        assert!(occupied_buckets(150, 300).count() < 40);
+        let totals = totals_of_chunks(elements.iter().map(|(chunk, e)| (*chunk, e)));
+        let mut want = crate::model::Histogram::new();
+        calls.iter().for_each(|&(_, d)| want.record(d));
+        assert_eq!(totals.histogram, want);
+        assert_eq!(totals.count, 5);
+        assert_eq!(totals.sum_ns, 653);
+        assert_eq!((totals.min_ns, totals.max_ns), (96, 200));
+        assert_eq!(totals.outer_count, 5);
     }
 
     fn stats(count: u64, sum: u64, min: u64, max: u64) -> FuncStats {

@@ -249,8 +249,8 @@ pub fn load_object(config: &ProbeConfig, store: TaskStore) -> Result<Ebpf, EbpfE
             },
         )
         .map_max_entries(names::SLOWEST_FLOOR, functions)
-        .map_max_entries(names::STATS, slots)
         .map_max_entries(names::HIST, slots * HIST_CHUNKS)
+        .map_max_entries(names::OCCUPIED, slots)
         .map_max_entries(names::KEY_SLOTS, key_entries)
         .map_max_entries(names::FUNC_IPS, functions * 2)
         // kprobe.session's cache of the process-tree filter (512 KiB): without the filter it
@@ -344,7 +344,7 @@ mod tests {
             libc::EPERM
         )));
         assert!(!lacks_task_storage(&create_error(
-            names::STATS,
+            names::HIST,
             libc::EINVAL
         )));
         assert!(!lacks_task_storage(&EbpfError::NoBTF));
@@ -453,9 +453,9 @@ mod tests {
         assert!(both.contains("`TASK_FRAMES`"), "{both}");
         assert!(!both.contains('\n'), "{both}");
         let one =
-            EbpfLoadError::Object(Box::new(create_error(names::STATS, libc::EPERM))).to_string();
+            EbpfLoadError::Object(Box::new(create_error(names::HIST, libc::EPERM))).to_string();
         assert!(
-            one.starts_with("map error: failed to create map `STATS`"),
+            one.starts_with("map error: failed to create map `HIST`"),
             "{one}"
         );
         assert!(!one.contains("task-local"), "{one}");
