@@ -127,8 +127,10 @@ pub struct FuncStats {
     pub on_cpu_sum_ns: u64,
     /// Calls ignored by `--min-latency`.
     pub below_min: u64,
-    /// Sum of self time: duration minus the time of probed frames nested inside.
-    pub self_sum_ns: u64,
+    /// Sum of the time of probed frames nested inside each call: userspace derives self time
+    /// as `sum_ns` minus this. Summing self time here cost every return a subtraction, and
+    /// kprobe.session (no frames, no nested time) the whole update.
+    pub child_sum_ns: u64,
     /// Calls inside a frame of the same function (recursion), and the sum of their
     /// durations. Userspace derives the outermost calls (recursion collapsed) as `count`
     /// and `sum_ns` minus these: kept the other way round, every call paid for updating two
@@ -152,11 +154,8 @@ pub struct HistChunk {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Call {
     pub duration: u64,
-    /// Duration minus the time of probed frames nested inside, as a wrapping difference: a
-    /// saturating one cost every return ~6 instructions, and the sum of wrapping differences
-    /// is exact (Σ duration − Σ nested) even if a clock step made one call's nested time
-    /// exceed its duration.
-    pub self_time: u64,
+    /// The time of probed frames nested inside (0 without frames).
+    pub child_ns: u64,
     /// Time switched out inside the call (`--off-cpu`; else 0).
     pub off_cpu: u64,
     /// No frame of the same function encloses it.
@@ -184,8 +183,7 @@ impl FuncStats {
         if off_cpu_tracked {
             self.on_cpu_sum_ns += duration.saturating_sub(call.off_cpu);
         }
-        // Wrapping: `self_time` is a wrapping difference (see [`Call::self_time`]).
-        self.self_sum_ns = self.self_sum_ns.wrapping_add(call.self_time);
+        self.child_sum_ns += call.child_ns;
         if !call.outermost {
             self.nested_count += 1;
             self.nested_sum_ns += duration;

@@ -352,26 +352,37 @@ pub(crate) fn leave<X: ExitContext>(which: ReturnOf, exit: &X) {
     // SAFETY: as in `enter`: the current task's own frame stack, referenced only here.
     let task = unsafe { &mut *task };
     let depth = task.depth as usize;
-    let Some(found) = own_frame(task, depth, which) else {
-        if which.unmatched_is_loss() {
-            count(Counter::UnmatchedReturn, 1);
+    // The frame's index, and the frame: the innermost one's address is the one `own_frame`
+    // computed to check it, not worked out again.
+    let (found, frame) = match own_frame(task, depth, which) {
+        Some(OwnFrame::Innermost) => {
+            let found = depth - 1;
+            task.depth = found as u32;
+            (found, &task.frames[found & (MAX_DEPTH - 1)])
         }
-        return;
+        Some(OwnFrame::Below(found)) => {
+            // The frames above it are orphans: their returns were missed.
+            count(Counter::OrphanedFrames, (depth - 1 - found) as u64);
+            task.depth = found as u32;
+            // Read back from the frame stack's memory, whose contents the verifier does not
+            // track: out of `own_frame`'s unrolled scan `found` is a different constant on
+            // each path, and as a constant it had the verifier check everything below once
+            // per value (a `--syscall` run's start-up). Only here: the innermost frame's
+            // index is no constant, and the common case skips the load and the orphan count.
+            // SAFETY: `task.depth` is a valid, aligned u32 of this task's frame stack, written
+            // above.
+            let found = unsafe { core::ptr::read_volatile(&task.depth) as usize };
+            (found, &task.frames[found & (MAX_DEPTH - 1)])
+        }
+        None => {
+            if which.unmatched_is_loss() {
+                count(Counter::UnmatchedReturn, 1);
+            }
+            return;
+        }
     };
-    let orphans = depth - 1 - found;
-    task.depth = found as u32;
-    // Read back from the frame stack's memory, whose contents the verifier does not track:
-    // out of `own_frame`'s unrolled scan `found` is a different constant on each path, and
-    // as a constant it had the verifier check everything below once per value (a `--syscall`
-    // run's start-up). One load per call.
-    // SAFETY: `task.depth` is a valid, aligned u32 of this task's frame stack, written above.
-    let found = unsafe { core::ptr::read_volatile(&task.depth) } as usize;
-    if orphans > 0 {
-        count(Counter::OrphanedFrames, orphans as u64);
-    }
     // Fields, not a copy of the whole frame (its `--by` key array made the copy ~30
     // instructions on every call).
-    let frame = &task.frames[found & (MAX_DEPTH - 1)];
     // Everything the rest reads, now: the slot is free again, and a probe nested in a helper
     // call below could open a frame in it.
     let (child_ns, entry_ns) = (frame.child_ns, frame.entry_ns);
@@ -389,12 +400,14 @@ pub(crate) fn leave<X: ExitContext>(which: ReturnOf, exit: &X) {
     } else {
         0
     };
-    let mut recursive = false;
+    // Non-zero when a frame of the same function encloses the call (recursion). A u64, not a
+    // bool: a bool merged from the paths cost a mask before its test.
+    let mut enclosing_same = 0u64;
     if found > 0 {
         let parent = &mut task.frames[(found - 1) & (MAX_DEPTH - 1)];
         parent.child_ns += duration;
         for index in 0..MAX_DEPTH {
-            recursive |= index < found && task.frames[index].func == func;
+            enclosing_same |= u64::from(index < found && task.frames[index].func == func);
         }
     }
     if flags & FRAME_OUTSIDE_PARENT != 0 {
@@ -407,9 +420,9 @@ pub(crate) fn leave<X: ExitContext>(which: ReturnOf, exit: &X) {
     }
     let call = Call {
         duration,
-        self_time: duration.wrapping_sub(child_ns),
+        child_ns,
         off_cpu,
-        outermost: !recursive,
+        outermost: enclosing_same == 0,
     };
     if !record_into(func, &call, track_off_cpu) {
         return;
@@ -473,7 +486,7 @@ pub(crate) fn elapsed(now: u64, entry_ns: u64) -> u64 {
 /// one in all but missed-return cases, and checking it alone is ~90 instructions cheaper per
 /// call than the scan (a TCG count, `cargo xtask bench --only insns`).
 #[inline(always)]
-fn own_frame(task: &TaskFrames, depth: usize, which: ReturnOf) -> Option<usize> {
+fn own_frame(task: &TaskFrames, depth: usize, which: ReturnOf) -> Option<OwnFrame> {
     if depth == 0 {
         return None;
     }
@@ -483,7 +496,7 @@ fn own_frame(task: &TaskFrames, depth: usize, which: ReturnOf) -> Option<usize> 
     };
     let innermost = depth - 1;
     if matches(&task.frames[innermost & (MAX_DEPTH - 1)]) {
-        return Some(innermost);
+        return Some(OwnFrame::Innermost);
     }
     // A fixed-trip scan with no early exit: LLVM unrolls it, and older verifiers (6.1, 6.12)
     // reject the data-dependent loop a `break` turns it into. Ascending, so the last match
@@ -494,7 +507,16 @@ fn own_frame(task: &TaskFrames, depth: usize, which: ReturnOf) -> Option<usize> 
             found = index;
         }
     }
-    (found < MAX_DEPTH).then_some(found)
+    (found < MAX_DEPTH).then_some(OwnFrame::Below(found))
+}
+
+/// Where [`own_frame`] found a return's frame.
+#[derive(Clone, Copy)]
+enum OwnFrame {
+    /// The innermost open frame (index `depth - 1`): all but missed-return cases.
+    Innermost,
+    /// This frame, below the innermost; the frames above it are orphans.
+    Below(usize),
 }
 
 #[inline(always)]

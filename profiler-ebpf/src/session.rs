@@ -106,13 +106,13 @@ fn session(ctx: ProbeContext) -> u32 {
     0
 }
 
-/// Records a call of function `func`: without frames nothing nests (self time is the whole
-/// duration, every call is outermost) and nothing is off-CPU-tracked.
+/// Records a call of function `func`: without frames nothing nests (no nested time, every call
+/// is outermost) and nothing is off-CPU-tracked.
 #[inline(always)]
 fn record_session(func: u32, duration: u64) {
     let call = Call {
         duration,
-        self_time: duration,
+        child_ns: 0,
         off_cpu: 0,
         outermost: true,
     };

@@ -51,7 +51,11 @@ pub fn merge_stats<'a>(per_cpu: impl IntoIterator<Item = &'a FuncStats>) -> Func
         totals.sum_sq_ns2 += (u128::from(stats.sum_sq_hi) << 64) | u128::from(stats.sum_sq_lo);
         totals.on_cpu_sum_ns += stats.on_cpu_sum_ns;
         totals.below_min += stats.below_min;
-        totals.self_sum_ns = totals.self_sum_ns.wrapping_add(stats.self_sum_ns);
+        // Wrapping: Σ duration − Σ nested time is exact modulo 2^64, even where a clock step
+        // made one call's nested time exceed its duration.
+        totals.self_sum_ns = totals
+            .self_sum_ns
+            .wrapping_add(stats.sum_ns.wrapping_sub(stats.child_sum_ns));
         // Every call less the nested ones: per CPU, where both were counted.
         totals.outer_count += stats.count - stats.nested_count.min(stats.count);
         // Saturating: a copy taken while this CPU's probe updates the element can hold a
@@ -420,7 +424,7 @@ mod tests {
             entry.stats.add(
                 &profiler_common::Call {
                     duration,
-                    self_time: duration,
+                    child_ns: 0,
                     off_cpu: 0,
                     outermost: true,
                 },

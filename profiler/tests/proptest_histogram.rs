@@ -314,9 +314,9 @@ fn call() -> impl Strategy<Value = Call> {
         latency(),
         any::<bool>(),
     )
-        .prop_map(|(duration, self_part, off_cpu, outermost)| Call {
+        .prop_map(|(duration, child_part, off_cpu, outermost)| Call {
             duration,
-            self_time: self_part.index(duration as usize + 1) as u64,
+            child_ns: child_part.index(duration as usize + 1) as u64,
             off_cpu,
             outermost,
         })
@@ -360,10 +360,10 @@ proptest! {
         prop_assert_eq!(totals.max_ns, timed.iter().map(|c| c.duration).max().unwrap_or(0));
         prop_assert_eq!(totals.on_cpu_sum_ns, timed.iter().map(|c| c.duration.saturating_sub(c.off_cpu)).sum::<u64>());
         prop_assert_eq!(totals.below_min, (all.len() - timed.len()) as u64);
-        prop_assert_eq!(totals.self_sum_ns, timed.iter().map(|c| c.self_time).sum::<u64>());
+        prop_assert_eq!(totals.self_sum_ns, timed.iter().map(|c| c.duration - c.child_ns).sum::<u64>());
         prop_assert_eq!(totals.outer_count, outer.len() as u64);
         prop_assert_eq!(totals.outer_sum_ns, outer.iter().map(|c| c.duration).sum::<u64>());
-        // merge_stats leaves the histogram to the caller (it is read from a separate map).
+        // merge_stats leaves the histogram to the caller (`totals_of_chunks` adds the buckets).
         prop_assert_eq!(totals.histogram.total(), 0);
 
         // The order of the CPUs does not matter.
