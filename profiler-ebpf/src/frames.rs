@@ -352,8 +352,7 @@ pub(crate) fn leave<X: ExitContext>(which: ReturnOf, exit: &X) {
     // SAFETY: as in `enter`: the current task's own frame stack, referenced only here.
     let task = unsafe { &mut *task };
     let depth = task.depth as usize;
-    // The frame's index, and the frame: the innermost one's address is the one `own_frame`
-    // computed to check it, not worked out again.
+    // The frame's index, and the frame.
     let (found, frame) = match own_frame(task, depth, which) {
         Some(OwnFrame::Innermost) => {
             let found = depth - 1;

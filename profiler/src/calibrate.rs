@@ -377,7 +377,7 @@ mod tests {
         );
         // anyhow's context: the outermost message, as `to_string` gave before.
         let snapshot =
-            CalibrationError::Snapshot(anyhow::anyhow!("inner").context("STATS map missing"));
-        assert_eq!(snapshot.to_string(), "STATS map missing");
+            CalibrationError::Snapshot(anyhow::anyhow!("inner").context("HIST map missing"));
+        assert_eq!(snapshot.to_string(), "HIST map missing");
     }
 }

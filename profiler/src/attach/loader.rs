@@ -73,7 +73,7 @@ pub struct ProbeConfig {
 }
 
 impl ProbeConfig {
-    /// Histogram slots of the `--by` keys, which follow the functions' in `STATS`/`HIST`.
+    /// Histogram slots of the `--by` keys, which follow the functions' in `HIST`/`OCCUPIED`.
     pub fn key_slots(&self) -> u32 {
         if self.by[0] == 0 { 0 } else { self.max_keys }
     }

@@ -811,13 +811,13 @@ mod tests {
     #[test]
     fn programs_that_do_not_load_or_attach_nowhere_fail_the_core() {
         let facts = Facts {
-            programs: fails("map error: failed to create map `STATS`"),
+            programs: fails("map error: failed to create map `HIST`"),
             ..healthy()
         };
         assert_eq!(
             verdict(&facts).line,
             "hotprof cannot work here: its eBPF programs do not load (map error: failed to \
-             create map `STATS`)"
+             create map `HIST`)"
         );
         let facts = Facts {
             kprobe: fails("k"),
