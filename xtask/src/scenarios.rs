@@ -403,16 +403,17 @@ fn sleep_wall_vs_on_cpu(ctx: &mut Ctx) -> Result<()> {
     );
     let p50 = function.f64("p50_ns")?;
     let slept = guest.workload("sleeper")?.f64("p50_ns")?;
-    // TCG's emulated timers overshoot every 2 ms sleep by ~250 µs (seen: the workload's own
-    // median 2.26-2.29 ms), so the nominal 2 ms is matched to 20%; the in-kernel p50 must
-    // match the workload's own median, measured by its own clock, to 10%.
+    // How long past 2 ms a sleep ends is TCG's timer emulation and the host's load (seen: the
+    // workload's own median 2.26-2.54 ms), so the in-kernel p50 is judged against the
+    // workload's own median, measured by its own clock, to 10%; against the nominal 2 ms only
+    // from below: a 2 ms nanosleep never returns sooner (less one bucket's 3.125% width).
     ensure!(
         (p50 - slept).abs() / slept < 0.10,
         "p50 {p50} ns is not within 10% of the workload's own median {slept} ns"
     );
     ensure!(
-        (p50 - 2e6).abs() / 2e6 < 0.20,
-        "p50 {p50} ns is not within 20% of 2 ms"
+        p50 >= 2e6 / 1.03125,
+        "p50 {p50} ns is shorter than the 2 ms each call slept"
     );
     let wall = function.f64("sum_ns")?;
     let on_cpu = function.f64("on_cpu_sum_ns")?;
