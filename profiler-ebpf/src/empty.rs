@@ -33,7 +33,7 @@ use aya_ebpf::{
 };
 use profiler_common::{NUM_BUCKETS, bucket_index};
 
-use crate::frames::now_ns;
+use crate::frames::{elapsed, now_ns};
 use crate::kfunc::{session_cookie, session_is_return};
 use crate::raw_syscalls::traced_slot;
 use crate::task_storage::TaskStorage;
@@ -108,7 +108,7 @@ fn floor_leave() {
     if started == 0 {
         return;
     }
-    floor_bucket(now.saturating_sub(started));
+    floor_bucket(elapsed(now, started));
 }
 
 /// One call of `duration` ns into the floor's histogram.
@@ -138,7 +138,7 @@ pub fn floor_session(ctx: ProbeContext) -> u32 {
         let now = now_ns();
         // SAFETY: as above; the call's own cookie, written at its entry.
         let started = unsafe { *session_cookie(raw) };
-        floor_bucket(now.saturating_sub(started));
+        floor_bucket(elapsed(now, started));
         return 0;
     }
     // SAFETY: as above.
