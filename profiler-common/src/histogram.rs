@@ -124,11 +124,20 @@ pub fn add_square(lo: &mut u64, hi: &mut u64, value: u64) {
     if value >> 32 == 0 {
         // Any call under 4.3 s: its square fits 64 bits, one multiply instead of three (~12
         // instructions less on every return, a TCG count: `cargo xtask bench --only insns`).
-        let (new_lo, carry) = lo.overflowing_add(value * value);
+        let square = value * value;
+        let new_lo = lo.wrapping_add(square);
         *lo = new_lo;
-        *hi = hi.wrapping_add(carry as u64);
+        // The carry as a cold branch on one compare. LLVM recognises `sum < addend` as an
+        // add's overflow flag, which the BPF backend makes a 0-or-1 value and then tests, or
+        // adds to `hi` with a load and a store (~7 instructions on every return, a TCG count:
+        // `cargo xtask bench --only insns`); `opaque` hides that the sum is one.
+        if crate::opaque(new_lo) < square {
+            core::hint::cold_path();
+            *hi = hi.wrapping_add(1);
+        }
         return;
     }
+    core::hint::cold_path();
     let (v_hi, v_lo) = (value >> 32, value & 0xffff_ffff);
     // value² = v_hi²·2^64 + 2·v_hi·v_lo·2^32 + v_lo²
     let low = v_lo * v_lo;

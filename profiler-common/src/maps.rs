@@ -305,8 +305,6 @@ pub mod names {
     pub const COUNTERS: &str = "COUNTERS";
     pub const FUNC_IPS: &str = "FUNC_IPS";
     pub const TGIDS: &str = "TGIDS";
-    /// kprobe.session's bitmap cache of `TGIDS` (main object only).
-    pub const TGID_BITS: &str = "TGID_BITS";
     pub const STACKS: &str = "STACKS";
     pub const STACK_TOTALS: &str = "STACK_TOTALS";
     pub const SAMPLES: &str = "SAMPLES";

@@ -20,4 +20,9 @@ mod store;
 /// Per-call options are read from `.rodata`: the one object for kernels without task storage.
 const PLAIN: bool = false;
 
+/// Also loaded by kernels before 5.11, whose verifier does not carry a bound checked on a
+/// register to a copy of it spilled before the check (5.11: "bpf: Propagate scalar ranges
+/// through register assignments"): the code masks such indices again.
+const PRE_5_11_VERIFIER: bool = true;
+
 include!("object_items.rs");

@@ -150,17 +150,18 @@ pub(crate) fn traced_tgid(tgid: u32) -> bool {
 fn wanted_task(pid_tgid: u64, traced: impl FnOnce(u32) -> bool) -> bool {
     let tid = pid_tgid as u32;
     let tgid = (pid_tgid >> 32) as u32;
-    if tgid == config(&EXCLUDE_TGID) {
+    if config(&FILTER_TGIDS) != 0 {
+        // hotprof is never in the traced process tree (it refuses `--pid` of itself, and its
+        // workload is its child, not its parent), so the tree alone excludes it: kprobe.session,
+        // which checks on every call, saves the exclusion's load and compare.
+        if !traced(tgid) {
+            return false;
+        }
+    } else if tgid == config(&EXCLUDE_TGID) {
         return false;
     }
     let only_tid = config(&FILTER_TID);
-    if only_tid != 0 && only_tid != tid {
-        return false;
-    }
-    if config(&FILTER_TGIDS) != 0 && !traced(tgid) {
-        return false;
-    }
-    true
+    only_tid == 0 || only_tid == tid
 }
 
 /// The filters a task can leave between calls: CPU (migration), cgroup (moved), comm (exec).
@@ -190,9 +191,11 @@ fn wanted_now() -> bool {
 
 /// Records the entry of function `func` on the current task. The hot path (a task that made a
 /// probed call before) is one lookup in the per-task store; a task's first call also checks
-/// the process-level filters and creates its frame stack.
+/// the process-level filters and creates its frame stack. `entry_sp`: the stack pointer for a
+/// return that finds its frame by it (kretprobe, call site), `None` for one that finds it by
+/// function (fexit, syscall exit), whose frame then skips the store.
 #[inline(always)]
-pub(crate) fn enter<C: StackIdContext + EntryContext>(ctx: &C, func: u32, entry_sp: u64) {
+pub(crate) fn enter<C: StackIdContext + EntryContext>(ctx: &C, func: u32, entry_sp: Option<u64>) {
     let task = match store::current() {
         Some(task) => {
             if !wanted_now() {
@@ -201,6 +204,7 @@ pub(crate) fn enter<C: StackIdContext + EntryContext>(ctx: &C, func: u32, entry_
             task
         }
         None => {
+            core::hint::cold_path();
             if !wanted(bpf_get_current_pid_tgid()) {
                 return;
             }
@@ -218,6 +222,8 @@ pub(crate) fn enter<C: StackIdContext + EntryContext>(ctx: &C, func: u32, entry_
     let task = unsafe { &mut *task };
     let depth = task.depth as usize;
     if depth >= MAX_DEPTH {
+        // Cold: laid out of line, the common path falls through instead of jumping twice.
+        core::hint::cold_path();
         count(Counter::DepthExceeded, 1);
         return;
     }
@@ -238,7 +244,15 @@ pub(crate) fn enter<C: StackIdContext + EntryContext>(ctx: &C, func: u32, entry_
         }
     }
     let off_cpu_ns = task.off_cpu_ns;
-    let frame = &mut task.frames[depth & (MAX_DEPTH - 1)];
+    // LLVM drops the mask as redundant after the check above, and may use a copy of `depth`
+    // spilled before the check, which a verifier before 5.11 takes as unbounded: there the
+    // mask is kept, hidden from LLVM (one instruction, and a worse layout of the check).
+    let index = if crate::PRE_5_11_VERIFIER {
+        profiler_common::opaque(depth as u64) as usize
+    } else {
+        depth
+    };
+    let frame = &mut task.frames[index & (MAX_DEPTH - 1)];
     // Only the fields this run reads at the return are written: the others keep whatever
     // an earlier frame left there, unread.
     if flags_used() {
@@ -246,7 +260,9 @@ pub(crate) fn enter<C: StackIdContext + EntryContext>(ctx: &C, func: u32, entry_
     }
     frame.child_ns = 0;
     frame.func = func;
-    frame.entry_sp = entry_sp;
+    if let Some(entry_sp) = entry_sp {
+        frame.entry_sp = entry_sp;
+    }
     if per_call(&TRACK_OFF_CPU) != 0 {
         frame.off_cpu_at_entry = off_cpu_ns;
     }
@@ -352,14 +368,13 @@ pub(crate) fn leave<X: ExitContext>(which: ReturnOf, exit: &X) {
     // SAFETY: as in `enter`: the current task's own frame stack, referenced only here.
     let task = unsafe { &mut *task };
     let depth = task.depth as usize;
-    // The frame's index, and the frame.
-    let (found, frame) = match own_frame(task, depth, which) {
-        Some(OwnFrame::Innermost) => {
-            let found = depth - 1;
-            task.depth = found as u32;
-            (found, &task.frames[found & (MAX_DEPTH - 1)])
-        }
+    // The frame's index, and what the rest reads of it, read in each case: read where the
+    // cases meet, the innermost frame's address was computed a second time on every return
+    // (~4 instructions, a TCG count: `cargo xtask bench --only insns`).
+    let (found, closed) = match own_frame(task, depth, which) {
+        Some(OwnFrame::Innermost(frame)) => (depth - 1, ClosedFrame::read(frame, which)),
         Some(OwnFrame::Below(found)) => {
+            core::hint::cold_path();
             // The frames above it are orphans: their returns were missed.
             count(Counter::OrphanedFrames, (depth - 1 - found) as u64);
             task.depth = found as u32;
@@ -371,34 +386,35 @@ pub(crate) fn leave<X: ExitContext>(which: ReturnOf, exit: &X) {
             // SAFETY: `task.depth` is a valid, aligned u32 of this task's frame stack, written
             // above.
             let found = unsafe { core::ptr::read_volatile(&task.depth) as usize };
-            (found, &task.frames[found & (MAX_DEPTH - 1)])
+            let frame = &task.frames[found & (MAX_DEPTH - 1)];
+            (found, ClosedFrame::read(frame, which))
         }
         None => {
+            core::hint::cold_path();
             if which.unmatched_is_loss() {
                 count(Counter::UnmatchedReturn, 1);
             }
             return;
         }
     };
-    // Fields, not a copy of the whole frame (its `--by` key array made the copy ~30
-    // instructions on every call).
-    // Everything the rest reads, now: the slot is free again, and a probe nested in a helper
-    // call below could open a frame in it.
-    let (child_ns, entry_ns) = (frame.child_ns, frame.entry_ns);
-    // A constant where the return names its function: one load less, and a constant slot.
-    let func = match which {
-        ReturnOf::Func(func) => func,
-        ReturnOf::EntrySp(_) | ReturnOf::CallSite(_) => frame.func,
-    };
-    let stacks = stacks_of(frame);
-    let flags = if flags_used() { frame.flags } else { 0 };
+    let ClosedFrame {
+        child_ns,
+        entry_ns,
+        func,
+        stacks,
+        flags,
+        off_cpu_at_entry,
+    } = closed;
     let duration = elapsed(now, entry_ns);
     let track_off_cpu = per_call(&TRACK_OFF_CPU) != 0;
     let off_cpu = if track_off_cpu {
-        task.off_cpu_ns - frame.off_cpu_at_entry
+        task.off_cpu_ns - off_cpu_at_entry
     } else {
         0
     };
+    // Closed: its slot is free again, its values read above (a probe nested in a helper call
+    // below could open a frame in it).
+    task.depth = found as u32;
     // Non-zero when a frame of the same function encloses the call (recursion). A u64, not a
     // bool: a bool merged from the paths cost a mask before its test.
     let mut enclosing_same = 0u64;
@@ -461,6 +477,41 @@ pub(crate) fn leave<X: ExitContext>(which: ReturnOf, exit: &X) {
     }
 }
 
+/// What a return reads of the frame it closes: fields, not a copy of the whole frame (its
+/// `--by` key array made the copy ~30 instructions on every call), and only those this run
+/// wrote at the entry.
+#[derive(Clone, Copy)]
+struct ClosedFrame {
+    child_ns: u64,
+    entry_ns: u64,
+    func: u32,
+    stacks: (i32, i32),
+    flags: u32,
+    off_cpu_at_entry: u64,
+}
+
+impl ClosedFrame {
+    #[inline(always)]
+    fn read(frame: &Frame, which: ReturnOf) -> Self {
+        ClosedFrame {
+            child_ns: frame.child_ns,
+            entry_ns: frame.entry_ns,
+            // A constant where the return names its function: one load less, a constant slot.
+            func: match which {
+                ReturnOf::Func(func) => func,
+                ReturnOf::EntrySp(_) | ReturnOf::CallSite(_) => frame.func,
+            },
+            stacks: stacks_of(frame),
+            flags: if flags_used() { frame.flags } else { 0 },
+            off_cpu_at_entry: if per_call(&TRACK_OFF_CPU) != 0 {
+                frame.off_cpu_at_entry
+            } else {
+                0
+            },
+        }
+    }
+}
+
 /// The stack ids a frame holds: (-1, -1) when the run captures none (the frame's fields are
 /// then never written).
 #[inline(always)]
@@ -485,7 +536,7 @@ pub(crate) fn elapsed(now: u64, entry_ns: u64) -> u64 {
 /// one in all but missed-return cases, and checking it alone is ~90 instructions cheaper per
 /// call than the scan (a TCG count, `cargo xtask bench --only insns`).
 #[inline(always)]
-fn own_frame(task: &TaskFrames, depth: usize, which: ReturnOf) -> Option<OwnFrame> {
+fn own_frame(task: &TaskFrames, depth: usize, which: ReturnOf) -> Option<OwnFrame<'_>> {
     if depth == 0 {
         return None;
     }
@@ -493,9 +544,9 @@ fn own_frame(task: &TaskFrames, depth: usize, which: ReturnOf) -> Option<OwnFram
         ReturnOf::Func(func) => frame.func == func,
         ReturnOf::EntrySp(sp) | ReturnOf::CallSite(sp) => frame.entry_sp == sp,
     };
-    let innermost = depth - 1;
-    if matches(&task.frames[innermost & (MAX_DEPTH - 1)]) {
-        return Some(OwnFrame::Innermost);
+    let innermost = &task.frames[(depth - 1) & (MAX_DEPTH - 1)];
+    if matches(innermost) {
+        return Some(OwnFrame::Innermost(innermost));
     }
     // A fixed-trip scan with no early exit: LLVM unrolls it, and older verifiers (6.1, 6.12)
     // reject the data-dependent loop a `break` turns it into. Ascending, so the last match
@@ -511,9 +562,10 @@ fn own_frame(task: &TaskFrames, depth: usize, which: ReturnOf) -> Option<OwnFram
 
 /// Where [`own_frame`] found a return's frame.
 #[derive(Clone, Copy)]
-enum OwnFrame {
-    /// The innermost open frame (index `depth - 1`): all but missed-return cases.
-    Innermost,
+enum OwnFrame<'a> {
+    /// The innermost open frame (index `depth - 1`), as `own_frame` found it: all but
+    /// missed-return cases.
+    Innermost(&'a Frame),
     /// This frame, below the innermost; the frames above it are orphans.
     Below(usize),
 }
@@ -571,6 +623,7 @@ pub(crate) fn record(slot: u32, call: &Call) -> bool {
 pub(crate) fn record_into(slot: u32, call: &Call, track_off_cpu: bool) -> bool {
     let position = hist_position(slot, call.duration);
     let Some(element) = HIST.get_ptr_mut(position.element) else {
+        core::hint::cold_path();
         count(Counter::SlotMissing, 1);
         return false;
     };
@@ -596,6 +649,7 @@ pub(crate) fn record_into(slot: u32, call: &Call, track_off_cpu: bool) -> bool {
     // Volatile, a load from the element: LLVM otherwise kept the count from before the
     // update, spilled to the stack across the update.
     if unsafe { core::ptr::read_volatile(&stats.count) } == 1 {
+        core::hint::cold_path();
         mark_occupied(slot, hist_position(slot, stats.max_ns).chunk);
     }
     true

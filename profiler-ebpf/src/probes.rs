@@ -198,7 +198,7 @@ fn kprobe_enter(ctx: &ProbeContext, func: u32) {
     // SAFETY: `ctx.regs` is the pt_regs the kernel passed to this kprobe, valid for reads for
     // the whole run; the verifier checks the read is within the context.
     let sp = unsafe { (*ctx.regs).rsp };
-    enter(ctx, func, sp);
+    enter(ctx, func, Some(sp));
 }
 
 /// One kprobe program per function slot, like the fentry slots: the slot number is the
@@ -292,7 +292,7 @@ macro_rules! fentry_slots {
     ($($entry:ident $exit:ident $id:literal),* $(,)?) => {$(
         #[fentry]
         pub fn $entry(ctx: FEntryContext) -> u32 {
-            enter(&ctx, $id, 0);
+            enter(&ctx, $id, None);
             0
         }
 
@@ -329,7 +329,7 @@ macro_rules! syscall_slots {
     ($($enter:ident $exit:ident $id:literal),* $(,)?) => {$(
         #[tracepoint]
         pub fn $enter(ctx: TracePointContext) -> u32 {
-            enter(&ctx, $id, 0);
+            enter(&ctx, $id, None);
             0
         }
 

@@ -125,7 +125,7 @@ pub fn raw_sys_enter(ctx: RawTracePointContext) -> i32 {
     if let Some(slot) = traced_slot(nr)
         && native()
     {
-        enter(&ctx, slot, 0);
+        enter(&ctx, slot, None);
     }
     0
 }

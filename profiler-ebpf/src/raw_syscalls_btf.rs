@@ -60,7 +60,7 @@ pub fn btf_sys_enter(ctx: BtfTracePointContext) -> i32 {
     if let Some(slot) = traced_slot(nr)
         && native()
     {
-        enter(&ctx, slot, 0);
+        enter(&ctx, slot, None);
     }
     0
 }

@@ -14,10 +14,7 @@
 
 use core::{arch::asm, ffi::c_void};
 
-use aya_ebpf::{
-    EbpfContext, helpers::bpf_get_current_pid_tgid, macros::map, maps::Array,
-    programs::ProbeContext,
-};
+use aya_ebpf::{EbpfContext, helpers::bpf_get_current_pid_tgid, programs::ProbeContext};
 use profiler_common::{Call, Counter, TGID_BIT_WORDS};
 
 use crate::frames::{count, elapsed, now_ns, record_into, traced_tgid, wanted_with};
@@ -33,20 +30,23 @@ const SLOT: u32 = 0;
 /// frame-stack programs pay it once per task, these programs have no per-task state. Only a
 /// cache: a clear bit means "ask `TGIDS`", so nothing depends on userspace writing it. Bits
 /// are never cleared, as `TGIDS` entries are never deleted.
-#[map]
-static TGID_BITS: Array<u64> = Array::with_max_entries(TGID_BIT_WORDS, 0);
+///
+/// A global (`.bss`, 512 KiB in each run of this object), not an array map: its address is a
+/// constant in the program, so a check is a load, where a map lookup cost every call ~10
+/// instructions more (a TCG count, `cargo xtask bench --only insns`).
+static mut TGID_BITS: [u64; TGID_BIT_WORDS as usize] = [0; TGID_BIT_WORDS as usize];
 
 /// Whether thread group `tgid` is traced: its bit, else `TGIDS` (setting the bit on a hit).
 #[inline(always)]
 fn traced_tgid_cached(tgid: u32) -> bool {
-    let Some(word) = TGID_BITS.get_ptr_mut(tgid / 64) else {
-        // Beyond the largest pid Linux allows: never happens; ask the map.
-        return traced_tgid(tgid);
-    };
+    // The mask keeps the index inside the array for the verifier; it changes nothing for
+    // a real tgid, which is below PID_MAX_LIMIT (4 Mi, the array's bits).
+    let index = (tgid / 64) as usize & (TGID_BIT_WORDS as usize - 1);
+    // SAFETY: `index` is below the array's length, so the pointer is to one of its u64s.
+    let word = unsafe { (&raw mut TGID_BITS).cast::<u64>().add(index) };
     let bit = 1u64 << (tgid % 64);
-    // SAFETY: `word` is the non-null result of a lookup: a u64 of the array, valid and aligned
-    // while the program runs. Other CPUs set bits in it too: a plain load sees each bit set
-    // or not, and the update is atomic.
+    // SAFETY: `word` is a valid, aligned u64 of the global. Other CPUs set bits in it too:
+    // a plain load sees each bit set or not, and the update is atomic.
     if unsafe { core::ptr::read_volatile(word) } & bit != 0 {
         return true;
     }

@@ -18,3 +18,6 @@ mod store;
 mod task_storage;
 
 include!("object_items.rs");
+
+/// Loaded on 5.11+ only (task-local storage): see `compat.rs`.
+const PRE_5_11_VERIFIER: bool = false;

@@ -224,12 +224,23 @@ pub fn check_system(command: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Fails unless `pid` (`-p`) is a running process other than this hotprof.
+pub fn check_pid(pid: u32) -> anyhow::Result<()> {
+    if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        bail!("no process with pid {pid}");
+    }
+    // The probes never see hotprof's own calls: they take a traced process tree not to hold
+    // it (`wanted_task` in the eBPF programs).
+    if pid == std::process::id() {
+        bail!("-p {pid} is this hotprof itself, whose own calls are never traced");
+    }
+    Ok(())
+}
+
 /// Checks filter arguments against the system, turning them into what the probes compare.
 fn validate_filters(filter: &FilterSpec) -> anyhow::Result<Filters> {
-    for pid in &filter.pids {
-        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-            bail!("no process with pid {pid}");
-        }
+    for &pid in &filter.pids {
+        check_pid(pid)?;
     }
     if let Some(cpu) = filter.cpu {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
@@ -1142,6 +1153,10 @@ mod tests {
         let mut no_pid = spec(&["vfs_read"], &[]);
         no_pid.probe.filter.pids = vec![u32::MAX];
         assert!(error(validate(&no_pid)).contains("no process with pid"));
+        // The probes take hotprof never to be in the traced process tree.
+        let mut itself = spec(&["vfs_read"], &[]);
+        itself.probe.filter.pids = vec![std::process::id()];
+        assert!(error(validate(&itself)).contains("is this hotprof itself"));
         let mut cpu = spec(&["vfs_read"], &[]);
         cpu.probe.filter.cpu = Some(100_000);
         assert!(error(validate(&cpu)).starts_with("--cpu 100000: this machine has CPUs 0.."));

@@ -15,7 +15,7 @@ use std::path::Path;
 use aya::{Ebpf, EbpfError, EbpfLoader, maps::MapError};
 use profiler_common::{
     BY_FIELDS_MAX, FILTER_CONDITIONS_MAX, FilterCond, HIST_CHUNKS, SLOT_PROGRAMS, SLOWEST_MAX,
-    StackCapture, TGID_BIT_WORDS, keys::op, names,
+    StackCapture, keys::op, names,
 };
 
 use super::{TracepointOffsets, one_line};
@@ -253,16 +253,6 @@ pub fn load_object(config: &ProbeConfig, store: TaskStore) -> Result<Ebpf, EbpfE
         .map_max_entries(names::OCCUPIED, slots)
         .map_max_entries(names::KEY_SLOTS, key_entries)
         .map_max_entries(names::FUNC_IPS, functions * 2)
-        // kprobe.session's cache of the process-tree filter (512 KiB): without the filter it
-        // is never read (a failed lookup would ask TGIDS anyway).
-        .map_max_entries(
-            names::TGID_BITS,
-            if config.filter_tgids {
-                TGID_BIT_WORDS
-            } else {
-                1
-            },
-        )
         .map_max_entries(
             names::STACKS,
             if config.capture_stacks.any() || config.sampling {

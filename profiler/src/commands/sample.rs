@@ -151,10 +151,8 @@ pub async fn run(args: &SampleArgs) -> anyhow::Result<i32> {
 pub async fn collect(args: &SampleArgs) -> anyhow::Result<Samples> {
     let pids: Vec<u32> = args.pid.into_iter().collect();
     session::check_processes(&pids, &args.command)?;
-    if let Some(pid) = args.pid
-        && !std::path::Path::new(&format!("/proc/{pid}")).exists()
-    {
-        anyhow::bail!("no process with pid {pid}");
+    if let Some(pid) = args.pid {
+        session::check_pid(pid)?;
     }
     session::check_system(&args.command)?;
     let follow = !args.command.is_empty();
