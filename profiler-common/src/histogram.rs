@@ -35,7 +35,7 @@ pub fn hist_position(slot: u32, value: u64) -> HistPosition {
     let (chunk, sub) = chunk_and_sub(value);
     HistPosition {
         chunk,
-        element: slot * HIST_CHUNKS + chunk,
+        element: hist_element(slot, chunk),
         index: sub as usize,
     }
 }
@@ -49,6 +49,13 @@ pub struct HistPosition {
     pub element: u32,
     /// The bucket in the element, `0..HIST_CHUNK_BUCKETS`.
     pub index: usize,
+}
+
+/// The `HIST` element holding chunk `chunk` of slot `slot` (the probes write it, userspace
+/// reads it).
+#[inline(always)]
+pub fn hist_element(slot: u32, chunk: u32) -> u32 {
+    slot * HIST_CHUNKS + chunk
 }
 
 /// The first bucket of chunk `chunk` (userspace turns an element's buckets into indices).
@@ -250,6 +257,7 @@ mod tests {
                 bucket_index(value),
                 "{value}"
             );
+            // The layout, written out: slot 3's chunks follow slots 0..3's.
             assert_eq!(
                 position.element,
                 3 * HIST_CHUNKS + position.chunk,

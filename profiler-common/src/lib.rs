@@ -13,7 +13,7 @@ pub mod maps;
 
 pub use histogram::{
     HIST_CHUNKS, HistPosition, NUM_BUCKETS, bucket_index, bucket_lower_bound, bucket_upper_bound,
-    first_bucket_of_chunk, hist_position,
+    first_bucket_of_chunk, hist_element, hist_position,
 };
 pub use keys::{BY_FIELDS_MAX, ByKey, DEFAULT_MAX_KEYS, FILTER_CONDITIONS_MAX, FilterCond};
 pub use maps::*;

@@ -152,7 +152,7 @@ impl<'a> SlotReader<'a> {
             .map(|chunk| {
                 let per_cpu = self
                     .hist
-                    .get(&(slot * HIST_CHUNKS + chunk), 0)
+                    .get(&profiler_common::hist_element(slot, chunk), 0)
                     .context("reading HIST")?;
                 Ok((chunk, per_cpu.iter().copied().collect()))
             })
