@@ -371,8 +371,11 @@ pub(crate) fn leave<X: ExitContext>(which: ReturnOf, exit: &X) {
     // The frame's index, and what the rest reads of it, read in each case: read where the
     // cases meet, the innermost frame's address was computed a second time on every return
     // (~4 instructions, a TCG count: `cargo xtask bench --only insns`).
+    let track_off_cpu = per_call(&TRACK_OFF_CPU) != 0;
     let (found, closed) = match own_frame(task, depth, which) {
-        Some(OwnFrame::Innermost(frame)) => (depth - 1, ClosedFrame::read(frame, which)),
+        Some(OwnFrame::Innermost(frame)) => {
+            (depth - 1, ClosedFrame::read(frame, which, track_off_cpu))
+        }
         Some(OwnFrame::Below(found)) => {
             core::hint::cold_path();
             // The frames above it are orphans: their returns were missed.
@@ -387,7 +390,7 @@ pub(crate) fn leave<X: ExitContext>(which: ReturnOf, exit: &X) {
             // above.
             let found = unsafe { core::ptr::read_volatile(&task.depth) as usize };
             let frame = &task.frames[found & (MAX_DEPTH - 1)];
-            (found, ClosedFrame::read(frame, which))
+            (found, ClosedFrame::read(frame, which, track_off_cpu))
         }
         None => {
             core::hint::cold_path();
@@ -406,7 +409,6 @@ pub(crate) fn leave<X: ExitContext>(which: ReturnOf, exit: &X) {
         off_cpu_at_entry,
     } = closed;
     let duration = elapsed(now, entry_ns);
-    let track_off_cpu = per_call(&TRACK_OFF_CPU) != 0;
     let off_cpu = if track_off_cpu {
         task.off_cpu_ns - off_cpu_at_entry
     } else {
@@ -492,7 +494,7 @@ struct ClosedFrame {
 
 impl ClosedFrame {
     #[inline(always)]
-    fn read(frame: &Frame, which: ReturnOf) -> Self {
+    fn read(frame: &Frame, which: ReturnOf, track_off_cpu: bool) -> Self {
         ClosedFrame {
             child_ns: frame.child_ns,
             entry_ns: frame.entry_ns,
@@ -503,7 +505,7 @@ impl ClosedFrame {
             },
             stacks: stacks_of(frame),
             flags: if flags_used() { frame.flags } else { 0 },
-            off_cpu_at_entry: if per_call(&TRACK_OFF_CPU) != 0 {
+            off_cpu_at_entry: if track_off_cpu {
                 frame.off_cpu_at_entry
             } else {
                 0
