@@ -14,11 +14,17 @@
 //! its timestamp last and the return program first, so what is inside is the way from the
 //! entry timestamp into the function (the rest of the trampoline or kprobe path) and from its
 //! return to the exit timestamp. That part, the *bias*, is measured as the shortest duration
-//! the calibration pair reports for its function, which does little (a few dozen
-//! instructions, still in the figure: the bias is overstated by them). The shortest, not the
-//! median: in the 6.12 TCG guest the median of `__do_sys_getpid` was 411 ns while
-//! `__audit_filter_op`'s own median was 331 ns. `--subtract-bias` takes it off the reported
-//! averages and percentiles.
+//! the calibration pair reports for a function that does (nearly) nothing, so that it is a
+//! lower bound of what lies inside any reported duration, never more than the fastest call
+//! of a short function: `personality(0xffffffff)`, which only reads the task's persona
+//! (`__x64_sys_personality`: five instructions, listed by ftrace on 5.10 to 7.x, and a
+//! syscall tracepoint of its own). Measured on getpid's path before (`__do_sys_getpid`, a
+//! call into `__task_pid_nr_ns`), the bias was 421 ns in a 6.12 TCG guest where
+//! `__audit_filter_op`'s fastest call took 340 ns. Call-site mode has no call on that path:
+//! it is calibrated on the direct calls in getpid's functions, each tried, the shortest
+//! made once per getpid kept (`__rcu_read_lock` on 7.x, `rcu_read_unlock_strict` on 5.10:
+//! a few instructions each). `--subtract-bias` takes the bias off the reported averages and
+//! percentiles.
 
 use std::time::Instant;
 
@@ -46,55 +52,84 @@ pub struct Overhead {
     pub in_window_ns: f64,
 }
 
-/// A cheap syscall without arguments or side effects, and the kernel functions on its path a
-/// run could probe (the x86-64 entry point and the body it calls).
+/// A cheap syscall without side effects, and the kernel functions on its path.
 #[derive(Debug, PartialEq)]
 pub struct CalibrationPath {
     pub syscall: &'static str,
     number: libc::c_long,
-    pub entry: &'static str,
-    pub body: &'static str,
-    /// The first ftrace-able function it calls, for call-site mode.
-    helper: &'static str,
+    /// Its one argument (0 where it takes none).
+    arg: libc::c_long,
+    /// The function entry-probe modes time (fentry, kprobes): the syscall's own code, listed
+    /// by ftrace.
+    pub function: &'static str,
+    /// Other names of the same code (aliases at its address), which a run may probe.
+    aliases: &'static [&'static str],
+    /// The functions whose direct calls call-site mode may time, in path order.
+    call_sites_in: &'static [&'static str],
 }
 
-const PATHS: [CalibrationPath; 4] = [
+impl CalibrationPath {
+    fn probed_by(&self, symbols: &[&str], syscalls: &[String]) -> bool {
+        syscalls.iter().any(|s| s == self.syscall)
+            || symbols
+                .iter()
+                .any(|symbol| *symbol == self.function || self.aliases.contains(symbol))
+    }
+}
+
+/// `personality(0xffffffff)` asks for the persona and changes nothing.
+const QUERY_PERSONA: libc::c_long = 0xffff_ffff;
+
+const PATHS: [CalibrationPath; 3] = [
+    CalibrationPath {
+        syscall: "personality",
+        number: libc::SYS_personality,
+        arg: QUERY_PERSONA,
+        function: "__x64_sys_personality",
+        aliases: &[],
+        call_sites_in: &[],
+    },
     CalibrationPath {
         syscall: "getpid",
         number: libc::SYS_getpid,
-        entry: "__x64_sys_getpid",
-        body: "__do_sys_getpid",
-        helper: "__task_pid_nr_ns",
+        arg: 0,
+        function: "__do_sys_getpid",
+        aliases: &["__x64_sys_getpid"],
+        call_sites_in: &["__do_sys_getpid", "__task_pid_nr_ns"],
     },
     CalibrationPath {
         syscall: "getppid",
         number: libc::SYS_getppid,
-        entry: "__x64_sys_getppid",
-        body: "__do_sys_getppid",
-        helper: "__task_pid_nr_ns",
-    },
-    CalibrationPath {
-        syscall: "getuid",
-        number: libc::SYS_getuid,
-        entry: "__x64_sys_getuid",
-        body: "__do_sys_getuid",
-        helper: "from_kuid_munged",
-    },
-    CalibrationPath {
-        syscall: "getgid",
-        number: libc::SYS_getgid,
-        entry: "__x64_sys_getgid",
-        body: "__do_sys_getgid",
-        helper: "from_kgid_munged",
+        arg: 0,
+        function: "__do_sys_getppid",
+        aliases: &["__x64_sys_getppid"],
+        call_sites_in: &["__do_sys_getppid", "__task_pid_nr_ns"],
     },
 ];
 
-/// What calibration needs from before the run's probes are attached: the path to calibrate
-/// on and its unprobed cost.
+/// A path and its unprobed cost per call.
 #[derive(Debug)]
-pub struct Baseline {
+struct Timed {
     path: &'static CalibrationPath,
     bare_ns: f64,
+}
+
+impl Timed {
+    fn new(path: &'static CalibrationPath) -> Self {
+        Self {
+            path,
+            bare_ns: best_of_rounds(path),
+        }
+    }
+}
+
+/// What calibration needs from before the run's probes are attached: the paths to calibrate
+/// on (one for entry probes and tracepoints, one with calls for call-site mode) and their
+/// unprobed costs.
+#[derive(Debug)]
+pub struct Baseline {
+    entry: Timed,
+    sites: Timed,
 }
 
 /// Everything a calibration needs, kept from the run's attach until it is measured: right
@@ -132,42 +167,47 @@ impl Calibration {
     }
 }
 
-/// Picks the first calibration path the run does not probe (by symbol or syscall name) and
-/// times it unprobed. Call it before attaching anything: with the run's probes attached, the
+/// Picks the first calibration paths the run does not probe (by symbol or syscall name) and
+/// times them unprobed. Call it before attaching anything: with the run's probes attached, the
 /// baseline would already hold part of the cost. A run that probes every path is calibrated
-/// on getpid's, and its own probes there are counted in the overhead too.
+/// on the first, and its own probes there are counted in the overhead too.
 pub fn baseline(probed_symbols: &[&str], probed_syscalls: &[String]) -> Baseline {
-    let path = choose_path(probed_symbols, probed_syscalls);
+    let entry = choose_path(probed_symbols, probed_syscalls, false);
+    let sites = choose_path(probed_symbols, probed_syscalls, true);
     Baseline {
-        path,
-        bare_ns: best_of_rounds(path.number),
+        entry: Timed::new(entry),
+        sites: Timed::new(sites),
     }
 }
 
-fn choose_path(probed_symbols: &[&str], probed_syscalls: &[String]) -> &'static CalibrationPath {
-    PATHS
+/// The first path the run does not probe (with calls to time, for call-site mode).
+fn choose_path(
+    probed_symbols: &[&str],
+    probed_syscalls: &[String],
+    with_calls: bool,
+) -> &'static CalibrationPath {
+    let mut usable = PATHS
         .iter()
-        .find(|path| {
-            !probed_syscalls.iter().any(|s| s == path.syscall)
-                && !probed_symbols
-                    .iter()
-                    .any(|symbol| *symbol == path.entry || *symbol == path.body)
-        })
-        .unwrap_or(&PATHS[0])
+        .filter(|path| !with_calls || !path.call_sites_in.is_empty());
+    let first = usable.clone().next().unwrap_or(&PATHS[0]);
+    usable
+        .find(|path| !path.probed_by(probed_symbols, probed_syscalls))
+        .unwrap_or(first)
 }
 
-fn time_round(number: libc::c_long) -> f64 {
+fn time_round(path: &CalibrationPath, calls: u32) -> f64 {
     let start = Instant::now();
-    for _ in 0..CALLS_PER_ROUND {
-        // SAFETY: every calibration syscall takes no arguments and has no side effects.
-        std::hint::black_box(unsafe { libc::syscall(number) });
+    for _ in 0..calls {
+        // SAFETY: every calibration syscall takes at most one integer argument (getpid and
+        // getppid ignore it; personality's only asks for the persona) and has no side effects.
+        std::hint::black_box(unsafe { libc::syscall(path.number, path.arg) });
     }
-    start.elapsed().as_nanos() as f64 / CALLS_PER_ROUND as f64
+    start.elapsed().as_nanos() as f64 / f64::from(calls)
 }
 
-fn best_of_rounds(number: libc::c_long) -> f64 {
+fn best_of_rounds(path: &CalibrationPath) -> f64 {
     (0..ROUNDS)
-        .map(|_| time_round(number))
+        .map(|_| time_round(path, CALLS_PER_ROUND))
         .fold(f64::INFINITY, f64::min)
 }
 
@@ -199,24 +239,81 @@ pub enum CalibrationError {
     Snapshot(#[source] anyhow::Error),
     #[error("calibration probe counted {counted} of {expected} calls")]
     Undercounted { counted: u64, expected: u64 },
+    #[error("no direct call on {syscall}'s path was made once per call")]
+    NoSiteOnPath { syscall: &'static str },
 }
 
-/// A call on the calibration path, to time a call-site probe pair on: the first direct call of
-/// the first ftrace-able function there (the syscall's own functions are notrace on Debian's
-/// kernels; the helper each calls, e.g. `__task_pid_nr_ns` for getpid, is not).
+/// Calls tried per candidate call site: enough to tell a site made on every call from one
+/// on a branch the path rarely takes.
+const CALLS_PER_TRY: u32 = 200;
+/// At most this many candidate call sites are tried at once.
+const MOST_CANDIDATES: usize = 16;
+
+/// The call site on `path` to time a call-site probe pair on, found by trying: every direct
+/// call in its functions is probed at once, the path is called [`CALLS_PER_TRY`] times, and of
+/// the sites that counted each call exactly once, the one with the shortest call is kept (its
+/// callee does least, so its duration is nearest the probes' own part). Which calls the path
+/// makes differs by kernel: on 5.10 `__task_pid_nr_ns` calls `rcu_read_unlock_strict` on one
+/// of two branches, so the first call in the code was not always made.
 fn call_site_on(
     path: &CalibrationPath,
     kernel: &KernelFunctions,
+    store: TaskStore,
+    config: &ProbeConfig,
 ) -> Result<CallSite, CalibrationError> {
     let kcore = Kcore::open().map_err(|e| CalibrationError::CallSites(e.into()))?;
-    for function in [path.entry, path.body, path.helper] {
-        if let Some(site) =
-            callsites::first_call(kernel, &kcore, function).map_err(CalibrationError::CallSites)?
-        {
-            return Ok(site);
-        }
+    let mut candidates = Vec::new();
+    for function in path.call_sites_in {
+        candidates.extend(
+            callsites::direct_calls(kernel, &kcore, function)
+                .map_err(CalibrationError::CallSites)?,
+        );
     }
-    Err(CalibrationError::NoTarget)
+    candidates.truncate(MOST_CANDIDATES);
+    if candidates.is_empty() {
+        return Err(CalibrationError::NoTarget);
+    }
+    let config = ProbeConfig {
+        functions: candidates.len() as u32,
+        ..config.clone()
+    };
+    let mut ebpf = attach::load_object(&config, store).map_err(CalibrationError::Load)?;
+    let one_each: Vec<Vec<CallSite>> = candidates.iter().map(|c| vec![c.clone()]).collect();
+    let links = attach::attach_call_sites(
+        &mut ebpf,
+        &one_each,
+        0,
+        &mut crate::progress::Progress::quiet(),
+    )
+    .map_err(CalibrationError::Attach)?;
+    follow_self(&mut ebpf)?;
+    time_round(path, CALLS_PER_TRY);
+    let snapshot =
+        crate::collect::snapshot(&ebpf, candidates.len()).map_err(CalibrationError::Snapshot)?;
+    drop(links);
+    drop(ebpf);
+    let chosen = snapshot
+        .functions
+        .iter()
+        .zip(candidates)
+        .filter(|(timed, _)| timed.count == u64::from(CALLS_PER_TRY))
+        .min_by_key(|(timed, _)| timed.min_ns)
+        .map(|(_, site)| site);
+    chosen.ok_or(CalibrationError::NoSiteOnPath {
+        syscall: path.syscall,
+    })
+}
+
+/// Tells `ebpf`'s probes to count hotprof's own calls (its process alone).
+fn follow_self(ebpf: &mut aya::Ebpf) -> Result<(), CalibrationError> {
+    let mut tgids: HashMap<_, u32, u8> = HashMap::try_from(
+        ebpf.map_mut(names::TGIDS)
+            .ok_or(CalibrationError::NoTgids)?,
+    )
+    .map_err(CalibrationError::Map)?;
+    tgids
+        .insert(std::process::id(), 1, 0)
+        .map_err(CalibrationError::Map)
 }
 
 /// Measures the per-call overhead of `mode` with the object whose per-task state is in
@@ -233,7 +330,6 @@ pub fn measure(
     kernel: Option<&KernelFunctions>,
     run: &ProbeConfig,
 ) -> Result<Overhead, CalibrationError> {
-    let path = baseline.path;
     let config = ProbeConfig {
         functions: 1,
         filter_tgids: true,
@@ -246,15 +342,27 @@ pub fn measure(
         main_object: run.sets_per_call_options(),
         ..Default::default()
     };
+    let timed = match mode {
+        AttachedMode::Callsite => &baseline.sites,
+        _ => &baseline.entry,
+    };
+    let path = timed.path;
+    // Tried before the object below is loaded: its own probes must not count the tries.
+    let site = match mode {
+        AttachedMode::Callsite => {
+            let kernel = kernel.ok_or(CalibrationError::NoKallsyms)?;
+            Some(call_site_on(path, kernel, store, &config)?)
+        }
+        _ => None,
+    };
     let mut ebpf = attach::load_object(&config, store).map_err(CalibrationError::Load)?;
     let mut links = attach::KprobeLinks::default();
     match mode {
         AttachedMode::Callsite => {
-            let kernel = kernel.ok_or(CalibrationError::NoKallsyms)?;
-            let site = call_site_on(path, kernel)?;
+            let site = site.ok_or(CalibrationError::NoTarget)?;
             links = attach::attach_call_sites(
                 &mut ebpf,
-                std::slice::from_ref(&site),
+                &[vec![site]],
                 0,
                 &mut crate::progress::Progress::quiet(),
             )
@@ -273,17 +381,10 @@ pub fn measure(
         }
         AttachedMode::Kprobe | AttachedMode::Fentry => {
             let kernel = kernel.ok_or(CalibrationError::NoKallsyms)?;
-            // fentry and kprobe.multi links cannot attach to the `__x64_sys_*` entry points
-            // on Debian's kernels (ftrace does not list them); a perf kprobe can.
-            let candidates =
-                if mode == AttachedMode::Fentry || kprobe_attach != attach::KprobeAttach::Single {
-                    [path.body, path.entry]
-                } else {
-                    [path.entry, path.body]
-                };
-            let target: Target = candidates
-                .iter()
-                .find_map(|name| kernel.resolve(name, &|_| false).ok()?.into_iter().next())
+            let target: Target = kernel
+                .resolve(path.function, &|_| false)
+                .ok()
+                .and_then(|targets| targets.into_iter().next())
                 .ok_or(CalibrationError::NoTarget)?;
             let wanted = if mode == AttachedMode::Fentry {
                 Mode::Fentry
@@ -302,29 +403,20 @@ pub fn measure(
             .links;
         }
     }
-    {
-        let mut tgids: HashMap<_, u32, u8> = HashMap::try_from(
-            ebpf.map_mut(names::TGIDS)
-                .ok_or(CalibrationError::NoTgids)?,
-        )
-        .map_err(CalibrationError::Map)?;
-        tgids
-            .insert(std::process::id(), 1, 0)
-            .map_err(CalibrationError::Map)?;
-    }
-    let probed = best_of_rounds(path.number);
+    follow_self(&mut ebpf)?;
+    let probed = best_of_rounds(path);
     let snapshot = crate::collect::snapshot(&ebpf, 1).map_err(CalibrationError::Snapshot)?;
     drop(links);
     drop(ebpf);
     let expected = u64::from(CALLS_PER_ROUND) * ROUNDS as u64;
-    let timed = snapshot.functions.first();
-    let counted = timed.map_or(0, |f| f.count);
+    let calls = snapshot.functions.first();
+    let counted = calls.map_or(0, |f| f.count);
     if counted < expected {
         return Err(CalibrationError::Undercounted { counted, expected });
     }
-    let in_window_ns = timed.map_or(0, |f| f.min_ns) as f64;
+    let in_window_ns = calls.map_or(0, |f| f.min_ns) as f64;
     Ok(Overhead {
-        per_call_ns: (probed - baseline.bare_ns).max(0.0),
+        per_call_ns: (probed - timed.bare_ns).max(0.0),
         in_window_ns,
     })
 }
@@ -335,16 +427,28 @@ mod tests {
 
     #[test]
     fn calibrates_on_the_first_path_the_run_does_not_probe() {
-        assert_eq!(choose_path(&[], &[]).syscall, "getpid");
-        assert_eq!(choose_path(&["__do_sys_getpid"], &[]).syscall, "getppid");
+        let entry = |symbols: &[&str], syscalls: &[String]| choose_path(symbols, syscalls, false);
+        let sites = |symbols: &[&str], syscalls: &[String]| choose_path(symbols, syscalls, true);
+        assert_eq!(entry(&[], &[]).syscall, "personality");
         assert_eq!(
-            choose_path(&["vfs_read"], &["getpid".into()]).syscall,
-            "getppid"
+            sites(&[], &[]).syscall,
+            "getpid",
+            "personality makes no call"
         );
-        let pid_family = ["__x64_sys_getpid", "__x64_sys_getppid"];
-        assert_eq!(choose_path(&pid_family, &[]).syscall, "getuid");
-        let every: Vec<&str> = PATHS.iter().map(|p| p.entry).collect();
-        assert_eq!(choose_path(&every, &[]).syscall, "getpid", "fallback");
+        assert_eq!(entry(&["__x64_sys_personality"], &[]).syscall, "getpid");
+        assert_eq!(
+            entry(&["vfs_read"], &["personality".into()]).syscall,
+            "getpid"
+        );
+        assert_eq!(
+            sites(&["__x64_sys_getpid"], &[]).syscall,
+            "getppid",
+            "an alias"
+        );
+        assert_eq!(sites(&[], &["getpid".into()]).syscall, "getppid");
+        let every: Vec<&str> = PATHS.iter().map(|p| p.function).collect();
+        assert_eq!(entry(&every, &[]).syscall, "personality", "fallback");
+        assert_eq!(sites(&every, &[]).syscall, "getpid", "fallback");
     }
 
     #[test]

@@ -5,6 +5,9 @@
 
 // The pipeline, in order (each module separated so rustfmt keeps this order).
 
+// 0. Raw system calls behind safe functions (perf_event_open of a kprobe), for every layer.
+pub mod sys;
+
 // 1. Which kernel functions (kallsyms, BTF, tracefs) a request names.
 pub mod resolve;
 

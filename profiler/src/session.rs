@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use aya::maps::HashMap;
-use profiler_common::StackCapture;
+use profiler_common::{KPROBE_SLOTS, StackCapture};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::task::JoinHandle;
 
@@ -322,9 +322,17 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
                 bail!("--children matched only the parent itself");
             }
         }
-        let (at_sites, at_entry): (Vec<_>, Vec<_>) = requested
-            .into_iter()
-            .partition(|(_, target)| at_call_sites(probe.mode, target));
+        let (at_sites, at_entry): (Vec<_>, Vec<_>) =
+            requested.into_iter().partition(|(_, target)| {
+                let (placement, note) =
+                    attach::place(probe.mode, &target.symbol, target.traceable, || {
+                        attach::ask_kernel(&target.symbol)
+                    });
+                if let Some(note) = note {
+                    eprintln!("hotprof: note: {note}");
+                }
+                placement == attach::Placement::CallSites
+            });
         if probe.callers.is_some() && at_sites.is_empty() {
             bail!(
                 "--callers applies to functions timed at their call sites (--mode callsite, or \
@@ -345,20 +353,31 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
         }
         if !at_sites.is_empty() {
             let code = KernelCode::read(functions, &Kcore::open()?)?;
+            let mut found = Vec::new();
             for (name, target) in at_sites {
-                let found = covered_sites(&code, &target, probe)?;
-                for site in found {
+                let covered = covered_sites(&code, &target, probe)?;
+                found.push((name, target, covered));
+            }
+            let budget = (KPROBE_SLOTS as usize).saturating_sub(probed.len());
+            let counts: Vec<usize> = found.iter().map(|(_, _, sites)| sites.len()).collect();
+            let slots = attach::site_slots(&counts, budget)?;
+            for ((name, target, covered), slots) in found.into_iter().zip(slots) {
+                for group in attach::group_sites(covered, slots) {
+                    let site = match group.as_slice() {
+                        [one] => one.label(),
+                        more => format!("{} more call sites", more.len()),
+                    };
                     probed.push(Probed {
                         name: name.clone(),
                         symbol: target.symbol.clone(),
-                        site: Some(site.label()),
+                        site: Some(site),
                         child: children.contains(&target.symbol),
                         multi_link: false,
                         session_link: false,
                     });
                     // Each site's slot has the function as its target (the stacks' leaf).
                     targets.push(target.clone());
-                    sites.push(site);
+                    sites.push(group);
                 }
             }
         }
@@ -453,7 +472,8 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
             }
             .into());
         }
-        if let Err(err) = attach::raise_fd_limit(entries + 2 * sites.len()) {
+        let site_count: usize = sites.iter().map(Vec::len).sum();
+        if let Err(err) = attach::raise_fd_limit(entries + 2 * site_count) {
             eprintln!("hotprof: note: could not raise the open-file limit: {err}");
         }
         let mut progress = Progress::stderr();
@@ -620,16 +640,6 @@ fn resolve_functions(
     Ok(resolved)
 }
 
-/// Whether `target` is timed at its call sites: always in call-site mode; in auto mode when
-/// it has no ftrace location, where the kernel refuses both fentry and kprobes inside it.
-fn at_call_sites(mode: Mode, target: &resolve::Target) -> bool {
-    match mode {
-        Mode::Callsite => true,
-        Mode::Auto => target.traceable == Some(false),
-        Mode::Fentry | Mode::Kprobe => false,
-    }
-}
-
 /// The sites of `target` that can be timed (a note says how many of all), or one line saying
 /// why there are none.
 fn covered_sites(
@@ -658,7 +668,9 @@ fn covered_sites(
     let why = if probe.mode == Mode::Callsite {
         String::new()
     } else {
-        " has no ftrace location (notrace), so fentry and kprobes inside it are refused:".into()
+        " has no ftrace location (notrace): the kernel refuses a kprobe at its entry, and \
+         fentry too;"
+            .into()
     };
     eprintln!(
         "hotprof: note: {function}{why} timing it at its call sites ({} in {} callers): {}",

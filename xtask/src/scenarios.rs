@@ -26,6 +26,7 @@ use crate::kernels::Kernel;
 use crate::util::fresh_dir;
 use crate::vm::{self, Accel, QemuSetup, VmOutcome, VmRun};
 
+mod auto_mode;
 mod kprobe_multi;
 mod kprobe_session;
 mod raw_syscalls;
@@ -182,6 +183,16 @@ pub const SCENARIOS: &[Scenario] = &[
         name: "kprobe_session_exact",
         kernels: &[Kernel::V6_12, Kernel::V7],
         run: kprobe_session::kprobe_session_exact,
+    },
+    Scenario {
+        name: "auto_mode_typed_functions",
+        kernels: EVERY,
+        run: auto_mode::auto_mode_typed_functions,
+    },
+    Scenario {
+        name: "bias_below_the_fastest_call",
+        kernels: EVERY,
+        run: auto_mode::bias_below_the_fastest_call,
     },
     Scenario {
         name: "raw_syscalls_exact",

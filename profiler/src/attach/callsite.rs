@@ -1,6 +1,8 @@
 //! Call-site mode: a function without an ftrace location is timed from each `call F` to the
 //! instruction after it, by a kprobe on each (allowed, since they are inside an ftrace-able
-//! caller). Each site is a slot of its own, so every site has its own histogram; the returns
+//! caller). Each site is a slot of its own, so every site has its own histogram, while the
+//! slots last; a function with more sites than slots left (`_copy_to_user` has 510 on 6.12)
+//! gets a slot each for its first sites and one more that all the others share. The returns
 //! share one program that finds the frame its call opened by the stack pointer.
 //! Minimum kernel 4.17 (kprobes at an offset, BPF kprobe programs).
 
@@ -15,15 +17,16 @@ use crate::resolve::callsites::CallSite;
 /// The program on the instruction after each call.
 const RETURN_PROGRAM: &str = "callsite_return";
 
-/// Attaches `kprobe_{first_slot + i}` on the `call` of `sites[i]` and the shared return
-/// program after it. The slots before `first_slot` belong to functions timed at their entry.
+/// Attaches `kprobe_{first_slot + i}` on the `call` of every site of `slots[i]`, and the
+/// shared return program after each. The slots before `first_slot` belong to functions timed
+/// at their entry.
 pub fn attach_call_sites(
     ebpf: &mut Ebpf,
-    sites: &[CallSite],
+    slots: &[Vec<CallSite>],
     first_slot: usize,
     progress: &mut Progress,
 ) -> Result<KprobeLinks, AttachError> {
-    check_slots(first_slot, sites.len())?;
+    check_slots(first_slot, slots.len())?;
     if !kprobes_available() {
         return Err(AttachError::NoKprobes {
             release: crate::kernel_release(),
@@ -44,17 +47,55 @@ pub fn attach_call_sites(
         links.0.push(take(program.take_link(id))?);
         Ok::<_, AttachError>(())
     };
-    for (index, site) in sites.iter().enumerate() {
+    let total: usize = slots.iter().map(Vec::len).sum();
+    let mut done = 0;
+    for (index, sites) in slots.iter().enumerate() {
         let entry = load_kprobe(ebpf, &format!("kprobe_{}", first_slot + index))?;
-        attach(entry, site, site.offset, &mut links)?;
-        progress.attaching("call sites", index + 1, sites.len());
+        for site in sites {
+            attach(entry, site, site.offset, &mut links)?;
+            done += 1;
+            progress.attaching("call sites", done, total);
+        }
     }
     let exit = load_kprobe(ebpf, RETURN_PROGRAM)?;
-    for (index, site) in sites.iter().enumerate() {
+    for (index, site) in slots.iter().flatten().enumerate() {
         attach(exit, site, site.return_offset, &mut links)?;
-        progress.attaching("call-site returns", index + 1, sites.len());
+        progress.attaching("call-site returns", index + 1, total);
     }
     Ok(links)
+}
+
+/// How many slots each of the functions with `sites[i]` call sites gets, when `budget` slots
+/// are left: as many as it has sites, while they fit; else the functions with fewest sites
+/// first, each taking no more than an even share of what is left, so that every function
+/// gets at least one. An error when there are more functions than slots.
+pub fn site_slots(sites: &[usize], budget: usize) -> Result<Vec<usize>, AttachError> {
+    if sites.len() > budget {
+        return Err(AttachError::TooManyCallSites {
+            requested: KPROBE_SLOTS as usize - budget + sites.len(),
+        });
+    }
+    let mut order: Vec<usize> = (0..sites.len()).collect();
+    order.sort_by_key(|&i| sites[i]);
+    let mut slots = vec![0; sites.len()];
+    let mut left = budget;
+    for (done, &i) in order.iter().enumerate() {
+        let share = left / (sites.len() - done);
+        slots[i] = sites[i].min(share).max(1);
+        left -= slots[i];
+    }
+    Ok(slots)
+}
+
+/// `sites` in `slots` groups: one site each while they fit, the last group holding the rest.
+pub fn group_sites(mut sites: Vec<CallSite>, slots: usize) -> Vec<Vec<CallSite>> {
+    if sites.len() <= slots {
+        return sites.into_iter().map(|site| vec![site]).collect();
+    }
+    let rest = sites.split_off(slots.saturating_sub(1));
+    let mut groups: Vec<Vec<CallSite>> = sites.into_iter().map(|site| vec![site]).collect();
+    groups.push(rest);
+    groups
 }
 
 /// Every site needs a kprobe program whose slot is a constant: there are [`KPROBE_SLOTS`],
@@ -71,6 +112,39 @@ fn check_slots(first_slot: usize, sites: usize) -> Result<(), AttachError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn site(offset: u64) -> CallSite {
+        CallSite {
+            caller: "caller".into(),
+            offset,
+            return_offset: offset + 5,
+        }
+    }
+
+    #[test]
+    fn functions_share_the_slots_left_fewest_sites_first() {
+        // copy_page_from_iter_atomic's 3 sites and _copy_to_user's 510, 62 slots left.
+        assert_eq!(site_slots(&[510, 3], 62).unwrap(), [59, 3]);
+        assert_eq!(site_slots(&[2, 3], 62).unwrap(), [2, 3]);
+        assert_eq!(site_slots(&[100, 100, 100], 64).unwrap(), [21, 21, 22]);
+        let total: usize = site_slots(&[100, 100, 100], 64).unwrap().iter().sum();
+        assert_eq!(total, 64);
+        assert!(
+            site_slots(&[1, 1, 1], 2).is_err(),
+            "more functions than slots"
+        );
+    }
+
+    #[test]
+    fn the_last_slot_takes_the_sites_that_do_not_fit() {
+        let sites: Vec<CallSite> = (0..10).map(site).collect();
+        let groups = group_sites(sites.clone(), 4);
+        assert_eq!(groups.len(), 4);
+        assert_eq!(groups[..3], [vec![site(0)], vec![site(1)], vec![site(2)]]);
+        assert_eq!(groups[3], sites[3..]);
+        assert_eq!(group_sites(sites.clone(), 10).len(), 10);
+        assert_eq!(group_sites(sites.clone(), 1), [sites]);
+    }
 
     #[test]
     fn sites_and_entry_functions_share_the_kprobe_slots() {

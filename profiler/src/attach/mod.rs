@@ -13,12 +13,13 @@ mod loader;
 mod misses;
 mod mode;
 mod multi;
+mod placement;
 mod privileges;
 mod session_link;
 mod syscalls;
 
 pub use btf::{BtfIndex, BtfParseError, KernelBtfError, kernel_btf};
-pub use callsite::attach_call_sites;
+pub use callsite::{attach_call_sites, group_sites, site_slots};
 pub use fd_limit::raise_fd_limit;
 pub use format::{FormatError, TracepointOffsets, field_offset};
 pub use interrupt::AttachSignals;
@@ -29,6 +30,7 @@ pub use mode::{
     attach_functions_with, attach_syscalls, attach_tracking, kprobes_available, one_line,
 };
 pub use multi::KprobeAttach;
+pub use placement::{KprobeAnswer, Placement, ask_kernel, place};
 pub use privileges::check_privileges;
 pub use session_link::kfunc_ids;
 pub use syscalls::{SyscallMode, attach_syscalls_in, running_thread_info_status_offset};

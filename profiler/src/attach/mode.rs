@@ -379,10 +379,7 @@ fn attach_fentry(
             function: target.symbol.clone(),
             reason,
         };
-        let refused = |e: ProgramError| fail(fentry_load_reason(e));
-        if let Some(reason) = fentry_refusal(target) {
-            return Err(fail(reason));
-        }
+        let refused = |e: ProgramError| fail(unlisted_hint(target, fentry_load_reason(e)));
         let btf_id = btf.function(&target.symbol).ok_or_else(|| {
             fail(Reason::new(
                 "not a function in the kernel's BTF (/sys/kernel/btf/vmlinux)",
@@ -429,12 +426,17 @@ fn fentry_load_reason(error: ProgramError) -> Reason {
     }
 }
 
-/// Why fentry is refused for `target` before trying: ftrace does not list it, so there is no
-/// trampoline to attach to (the kernel would refuse it too, less clearly). Unknown (no
-/// tracefs) is tried.
-fn fentry_refusal(target: &Target) -> Option<Reason> {
-    (target.traceable == Some(false))
-        .then(|| Reason::new("not in available_filter_functions (notrace or inlined)"))
+/// `reason`, with a hint where ftrace does not list `target`: the kernel was asked all the
+/// same (a syscall wrapper such as `__x64_sys_getpid` is an alias of a function ftrace lists
+/// under another name, and attaches), and when it refuses, the missing ftrace location is the
+/// likely why.
+fn unlisted_hint(target: &Target, reason: Reason) -> Reason {
+    if target.traceable != Some(false) {
+        return reason;
+    }
+    let text =
+        format!("{reason} (it is not in available_filter_functions: notrace, inlined or an alias)");
+    Reason { text, ..reason }
 }
 
 /// Unloads whatever fentry/fexit slots an unsuccessful attempt left behind.
@@ -1094,15 +1096,22 @@ mod tests {
     }
 
     #[test]
-    fn fentry_is_not_tried_on_a_function_ftrace_does_not_list() {
-        let refusal = fentry_refusal(&target("vfs_read.cold", 1, Some(false)));
+    fn a_refusal_of_an_unlisted_function_says_it_is_unlisted() {
+        let refused = || Reason::new("Invalid argument (os error 22)");
         assert_eq!(
-            refusal.map(|r| r.to_string()).as_deref(),
-            Some("not in available_filter_functions (notrace or inlined)")
+            unlisted_hint(&target("vfs_read.cold", 1, Some(false)), refused()).to_string(),
+            "Invalid argument (os error 22) (it is not in available_filter_functions: notrace, \
+             inlined or an alias)"
         );
-        assert!(fentry_refusal(&target("vfs_read", 1, Some(true))).is_none());
-        // No tracefs to tell: tried, and the kernel decides.
-        assert!(fentry_refusal(&target("vfs_read", 1, None)).is_none());
+        assert_eq!(
+            unlisted_hint(&target("vfs_read", 1, Some(true)), refused()).to_string(),
+            "Invalid argument (os error 22)"
+        );
+        // No tracefs to tell: nothing to hint.
+        assert_eq!(
+            unlisted_hint(&target("vfs_read", 1, None), refused()).to_string(),
+            "Invalid argument (os error 22)"
+        );
     }
 
     #[test]

@@ -46,12 +46,24 @@ pub fn run(args: &ListArgs) -> anyhow::Result<i32> {
     let callsites = call_sites(&kernel, &symbols);
     println!("{}", header());
     for (index, name) in symbols.iter().enumerate() {
+        let blacklisted = kernel.is_blacklisted(name);
+        let traceable = kernel.is_traceable(name);
+        // Where ftrace's list leaves a function out, the kernel is asked, as a run asks it.
+        let entry_kprobe =
+            (kprobes && !blacklisted && traceable == Some(false)).then(
+                || match attach::ask_kernel(name) {
+                    attach::KprobeAnswer::Accepted => Ok(()),
+                    attach::KprobeAnswer::Refused(error) => Err(error.raw_os_error().unwrap_or(0)),
+                    attach::KprobeAnswer::NoKprobes => Err(libc::ENOENT),
+                },
+            );
         let facts = Facts {
             kprobes,
             btf: btf.is_some(),
-            blacklisted: kernel.is_blacklisted(name),
+            blacklisted,
             in_btf: in_btf(name),
-            traceable: kernel.is_traceable(name),
+            traceable,
+            entry_kprobe,
         };
         let callsite = match &callsites {
             Ok(sites) => callsite_verdict(&sites[index]),
@@ -112,8 +124,11 @@ struct Facts {
     blacklisted: bool,
     /// Has a function entry in the kernel's BTF (not a compiler clone, not inlined).
     in_btf: bool,
-    /// Whether ftrace may trace it; `None` when the list of traceable functions is unreadable.
+    /// Whether ftrace lists it; `None` when the list of traceable functions is unreadable.
     traceable: Option<bool>,
+    /// For a function ftrace does not list: what the kernel answered a kprobe at its entry
+    /// (`Err(errno)` when it refused).
+    entry_kprobe: Option<Result<(), i32>>,
 }
 
 impl Facts {
@@ -123,22 +138,31 @@ impl Facts {
             "no (blacklisted)"
         } else if !self.kprobes {
             "no (kernel has no kprobes)"
-        } else if self.traceable == Some(false) {
-            // Without CONFIG_KPROBE_EVENTS_ON_NOTRACE (Debian's, and most distributions'
-            // setting) the kernel refuses kprobe events in functions ftrace cannot trace.
-            "no (notrace)"
         } else {
-            "yes"
+            match self.entry_kprobe {
+                // Without CONFIG_KPROBE_EVENTS_ON_NOTRACE (Debian's, and most distributions'
+                // setting) the kernel refuses kprobe events in functions without an ftrace
+                // location, with EINVAL.
+                Some(Err(libc::EINVAL)) => "no (notrace)",
+                Some(Err(libc::EPERM | libc::EACCES)) => "no (not permitted: run as root)",
+                Some(Err(_)) => "no (refused by the kernel)",
+                Some(Ok(())) | None => "yes",
+            }
         }
     }
 
     /// The fentry column: `yes`, or `no (why)`.
     fn fentry(&self) -> &'static str {
-        match (self.btf, self.in_btf, self.traceable) {
+        match (self.btf, self.in_btf, self.entry_kprobe) {
             (false, _, _) => "no (no kernel BTF)",
-            (true, false, _) => "no (not in BTF: clone or inlined)",
-            (true, true, Some(false)) => "no (notrace)",
-            (true, true, _) => "yes",
+            (true, false, _) => "no (not in BTF: alias or clone)",
+            // No ftrace location at all: nothing for a trampoline to patch.
+            (true, true, Some(Err(libc::EINVAL))) => "no (notrace)",
+            // Unlisted, but the kernel took a kprobe: a run tries fentry first, and the
+            // kernel decides then.
+            (true, true, Some(_)) => "tried at attach (unlisted)",
+            (true, true, None) if self.traceable == Some(false) => "tried at attach (unlisted)",
+            (true, true, None) => "yes",
         }
     }
 }
@@ -170,7 +194,19 @@ mod tests {
         blacklisted: false,
         in_btf: true,
         traceable: Some(true),
+        entry_kprobe: None,
     };
+
+    /// A function ftrace does not list, the kernel's answer to a kprobe at its entry (as
+    /// recorded in the test guests: EINVAL for `copy_page_from_iter_atomic`, accepted for
+    /// `__x64_sys_getppid`).
+    fn unlisted(answer: Result<(), i32>) -> Facts {
+        Facts {
+            traceable: Some(false),
+            entry_kprobe: Some(answer),
+            ..ALL_YES
+        }
+    }
 
     #[test]
     fn a_probeable_function_is_yes_in_both_columns() {
@@ -201,11 +237,13 @@ mod tests {
             ..blacklisted
         };
         assert_eq!(both.kprobe(), "no (blacklisted)");
-        let notrace = Facts {
-            traceable: Some(false),
-            ..ALL_YES
-        };
-        assert_eq!(notrace.kprobe(), "no (notrace)");
+        assert_eq!(unlisted(Err(libc::EINVAL)).kprobe(), "no (notrace)");
+        // Unlisted is not refused: the kernel's answer decides (a syscall wrapper).
+        assert_eq!(unlisted(Ok(())).kprobe(), "yes");
+        assert_eq!(
+            unlisted(Err(libc::EPERM)).kprobe(),
+            "no (not permitted: run as root)"
+        );
         // Neither depends on BTF.
         assert_eq!(
             Facts {
@@ -231,8 +269,7 @@ mod tests {
                 Facts {
                     btf: false,
                     in_btf: false,
-                    traceable: Some(false),
-                    ..ALL_YES
+                    ..unlisted(Err(libc::EINVAL))
                 },
                 "no (no kernel BTF)",
             ),
@@ -241,23 +278,17 @@ mod tests {
                     in_btf: false,
                     ..ALL_YES
                 },
-                "no (not in BTF: clone or inlined)",
+                "no (not in BTF: alias or clone)",
             ),
             (
                 Facts {
                     in_btf: false,
-                    traceable: Some(false),
-                    ..ALL_YES
+                    ..unlisted(Ok(()))
                 },
-                "no (not in BTF: clone or inlined)",
+                "no (not in BTF: alias or clone)",
             ),
-            (
-                Facts {
-                    traceable: Some(false),
-                    ..ALL_YES
-                },
-                "no (notrace)",
-            ),
+            (unlisted(Err(libc::EINVAL)), "no (notrace)"),
+            (unlisted(Ok(())), "tried at attach (unlisted)"),
         ];
         for (facts, expected) in cases {
             assert_eq!(facts.fentry(), expected, "{facts:?}");
@@ -275,10 +306,7 @@ mod tests {
 
     #[test]
     fn the_table_has_a_header_and_aligned_rows() {
-        let notrace = Facts {
-            traceable: Some(false),
-            ..ALL_YES
-        };
+        let notrace = unlisted(Err(libc::EINVAL));
         let clone = Facts {
             blacklisted: true,
             in_btf: false,
@@ -317,7 +345,7 @@ mod tests {
                     "{:<48} {:<28} {:<34} no (no direct callers)",
                     "__ep_eventpoll_poll.isra.0",
                     "no (blacklisted)",
-                    "no (not in BTF: clone or inlined)"
+                    "no (not in BTF: alias or clone)"
                 ),
             ]
         );

@@ -382,6 +382,16 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
 /// What the text and HTML reports show: with `--subtract-bias`, the durations without the
 /// calibrated bias (the JSON stays raw).
 fn displayed(recording: &Recording, subtract_bias: bool) -> std::borrow::Cow<'_, Recording> {
+    if subtract_bias {
+        for (function, min_ns) in crate::model::not_subtracted(recording) {
+            eprintln!(
+                "hotprof: note: --subtract-bias: {function}'s fastest call ({}) is not longer \
+                 than the bias ({}): shown as measured",
+                crate::units::format_ns(min_ns as f64),
+                crate::units::format_ns(recording.probe_bias_ns.unwrap_or(0.0))
+            );
+        }
+    }
     match subtract_bias
         .then(|| crate::model::without_bias(recording))
         .flatten()

@@ -142,6 +142,8 @@ pub struct SideInfo {
     pub modes: Vec<String>,
     /// Mean calibrated probe overhead per call over the files that have one.
     pub probe_overhead_ns: Option<f64>,
+    /// Mean calibrated bias (the part of the overhead inside each latency), likewise.
+    pub probe_bias_ns: Option<f64>,
     /// Calls the probes could not time (`losses`, summed over files).
     pub dropped_calls: u64,
 }

@@ -99,7 +99,14 @@ fn kernel_note(base: &SideInfo, new: &SideInfo) -> Option<String> {
 fn overhead_note(base: &SideInfo, new: &SideInfo) -> Option<String> {
     let (b, n) = (base.probe_overhead_ns?, new.probe_overhead_ns?);
     ((n - b).abs() > 0.1 * b.max(n)).then(|| {
-        format!("calibrated probe overhead per call differs: base {b:.0} ns, new {n:.0} ns (included in every latency)")
+        let inside = match (base.probe_bias_ns, new.probe_bias_ns) {
+            (Some(b), Some(n)) => format!("the bias, base {b:.0} ns, new {n:.0} ns"),
+            _ => "the bias".to_owned(),
+        };
+        format!(
+            "calibrated probe overhead per call differs: base {b:.0} ns, new {n:.0} ns (what \
+             each traced call pays; only part of it lies inside every latency: {inside})"
+        )
     })
 }
 

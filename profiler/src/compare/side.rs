@@ -7,7 +7,9 @@ use super::SideInfo;
 use super::binned::BinnedSample;
 use super::error::CompareError;
 use super::hypothesis::Moments;
-use crate::model::{FunctionRecord, Histogram, Recording, distinct_values, mean_probe_overhead};
+use crate::model::{
+    FunctionRecord, Histogram, Recording, distinct_values, mean_probe_bias, mean_probe_overhead,
+};
 
 /// One run: a `runs[]` entry of a `--runs N` recording, or a whole single-run recording.
 pub(super) struct Run<'a> {
@@ -101,6 +103,7 @@ impl<'a> Side<'a> {
             kernels: distinct(|r| &r.kernel),
             modes: distinct(|r| &r.mode),
             probe_overhead_ns: mean_probe_overhead(self.recordings),
+            probe_bias_ns: mean_probe_bias(self.recordings),
             dropped_calls: self
                 .recordings
                 .iter()

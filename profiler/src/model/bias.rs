@@ -4,7 +4,9 @@
 //! Every call's duration holds the bias once, so a function's figures move by exactly that:
 //! minimum, maximum, mean and every percentile by `bias`, sums by `count × bias`, the
 //! histogram's buckets by `bias` (a shift keeps their shape). Spreads (standard deviation)
-//! do not change. Nothing goes below zero: a call faster than the bias is shown as 0.
+//! do not change. A function whose fastest call is not longer than the bias is left as
+//! measured (its calls show the bias cannot all lie inside them: subtracting it would make
+//! durations zero or negative), and [`not_subtracted`] names it for a note.
 //! Only what is displayed is corrected; the JSON keeps the raw durations and the bias
 //! beside them, so a reader can apply it — or not — itself.
 
@@ -15,15 +17,33 @@ use super::{CallerRecord, FunctionRecord, KeyRecord, Recording, SlowCallRecord};
 pub fn without_bias(recording: &Recording) -> Option<Recording> {
     let bias = recording.probe_bias_ns?.round().max(0.0) as u64;
     let mut out = recording.clone();
-    for function in &mut out.functions {
-        subtract_from_function(function, bias);
-    }
-    for run in &mut out.runs {
-        for function in &mut run.functions {
+    let runs = out.runs.iter_mut().flat_map(|run| run.functions.iter_mut());
+    for function in out.functions.iter_mut().chain(runs) {
+        if !too_fast(function, bias) {
             subtract_from_function(function, bias);
         }
     }
     Some(out)
+}
+
+/// The functions [`without_bias`] leaves as measured, with their fastest call: none of their
+/// calls may be shorter than the bias, which lies inside each of them.
+pub fn not_subtracted(recording: &Recording) -> Vec<(&str, u64)> {
+    let Some(bias) = recording.probe_bias_ns else {
+        return Vec::new();
+    };
+    let bias = bias.round().max(0.0) as u64;
+    recording
+        .functions
+        .iter()
+        .filter(|f| too_fast(f, bias))
+        .map(|f| (f.name.as_str(), f.min_ns))
+        .collect()
+}
+
+/// A function with calls no longer than the bias.
+fn too_fast(function: &FunctionRecord, bias: u64) -> bool {
+    function.count > 0 && function.min_ns <= bias
 }
 
 fn subtract_from_function(f: &mut FunctionRecord, bias: u64) {
@@ -132,19 +152,20 @@ mod tests {
     }
 
     #[test]
-    fn calls_faster_than_the_bias_show_as_zero_and_stay_counted() {
+    fn a_function_faster_than_the_bias_is_left_as_measured_and_named() {
         let raw = recording(&[10, 20, 30, 1_000], Some(100.0));
         let corrected = without_bias(&raw).expect("calibrated");
-        let f = &corrected.functions[0];
-        assert_eq!((f.min_ns, f.p50_ns), (0, 0));
-        assert_eq!(f.max_ns, raw.functions[0].max_ns - 100);
-        let calls: u64 = f.buckets.iter().map(|b| b[2]).sum();
-        assert_eq!(calls, 4);
-        assert_eq!(
-            f.buckets[0],
-            [0, 0, 3],
-            "the three below the bias merge at 0"
-        );
+        assert_eq!(corrected.functions[0], raw.functions[0]);
+        assert_eq!(not_subtracted(&raw), [("f", 10)]);
+        // Equal to the bias is too fast as well: subtracting would leave a zero.
+        let equal = recording(&[100, 200], Some(100.0));
+        assert_eq!(without_bias(&equal).unwrap().functions[0].min_ns, 100);
+        assert_eq!(not_subtracted(&equal), [("f", 100)]);
+        // Every percentile of a function whose fastest call is above the bias stays positive.
+        let slower = without_bias(&recording(&[101, 150, 400], Some(100.0))).unwrap();
+        let f = &slower.functions[0];
+        assert!(f.min_ns > 0 && f.p50_ns > 0 && f.p90_ns > 0, "{f:?}");
+        assert!(not_subtracted(&recording(&[101], Some(100.0))).is_empty());
     }
 
     #[test]

@@ -8,11 +8,11 @@ mod merge;
 mod recording;
 mod totals;
 
-pub use bias::without_bias;
+pub use bias::{not_subtracted, without_bias};
 pub use filter::{FilterError, FilterExpr};
 pub use histogram::Histogram;
 pub use keys::{ByError, ByField, KeySpec, errno_name};
-pub use merge::{distinct_values, mean_probe_overhead};
+pub use merge::{distinct_values, mean_probe_bias, mean_probe_overhead};
 pub use recording::{
     CallerRecord, FilterRecord, FunctionRecord, IntervalFunction, IntervalRecord, KeyRecord,
     LoadError, Losses, Recording, RunRecord, SCHEMA_VERSION, SlowCallRecord, TaskStore,

@@ -25,6 +25,10 @@ pub struct Function {
     pub end: u64,
     /// ftrace can trace it: kprobes inside it are allowed.
     pub traceable: bool,
+    /// No other function has its name: a kprobe can be placed at `name+offset` (the kernel
+    /// refuses a name that matches several symbols with EADDRNOTAVAIL, e.g. the two
+    /// `load_elf_binary` of `binfmt_elf` and `compat_binfmt_elf`).
+    pub unique: bool,
 }
 
 /// A direct `call F` at an instruction boundary.
@@ -54,6 +58,8 @@ pub enum Skipped {
     /// The caller has no ftrace location (`notrace`, which a non-inlined `inline` function
     /// is too), so the kernel refuses kprobes inside it.
     NotraceCaller { caller: String, offset: u64 },
+    /// Another function has the caller's name, so no kprobe can name the place.
+    SharedName { caller: String, offset: u64 },
 }
 
 /// Every way the code reaches F: the sites call-site mode can time and the places it cannot.
@@ -72,7 +78,17 @@ impl CallSites {
     }
 
     pub fn notrace_callers(&self) -> usize {
-        self.skipped.len() - self.tail_calls()
+        self.skipped
+            .iter()
+            .filter(|s| matches!(s, Skipped::NotraceCaller { .. }))
+            .count()
+    }
+
+    pub fn shared_names(&self) -> usize {
+        self.skipped
+            .iter()
+            .filter(|s| matches!(s, Skipped::SharedName { .. }))
+            .count()
     }
 
     /// `18 of 21 call sites covered: 2 tail calls, 1 in a notrace caller` (indirect calls
@@ -91,6 +107,13 @@ impl CallSites {
                     "in a notrace caller",
                     "in notrace callers"
                 )
+            ));
+        }
+        if self.shared_names() > 0 {
+            why.push(plural(
+                self.shared_names(),
+                "in a caller whose name another function shares",
+                "in callers whose names other functions share",
             ));
         }
         let mut line = format!("{} of {total} call sites covered", self.covered.len());
@@ -164,6 +187,11 @@ pub fn sites_in(function: &Function, code: &[u8], target: u64) -> CallSites {
             }
         } else if !function.traceable {
             Skipped::NotraceCaller {
+                caller: function.name.clone(),
+                offset,
+            }
+        } else if !function.unique {
+            Skipped::SharedName {
                 caller: function.name.clone(),
                 offset,
             }
@@ -281,30 +309,41 @@ impl KernelCode {
     }
 }
 
-/// The first direct `call` in `function` (any callee), if ftrace can trace `function`: where
-/// the call-site probes' own cost can be measured (calibration).
-pub fn first_call(
+/// Every direct `call` in `function` (any callee) but its ftrace hook, if ftrace lists
+/// `function`: the places where the call-site probes' own cost can be measured (calibration),
+/// in the order of the code. The hook (`call __fentry__`, the first instruction or the one
+/// after `endbr64`) is a call only while something traces the function, and never a call of
+/// the function's own work.
+pub fn direct_calls(
     kernel: &KernelFunctions,
     kcore: &Kcore,
     function: &str,
-) -> Result<Option<CallSite>, CallSiteError> {
+) -> Result<Vec<CallSite>, CallSiteError> {
     if !kernel.addresses_visible() {
         return Err(CallSiteError::NoAddresses);
     }
     let functions = functions_by_address(kernel);
     let Some(function) = functions.iter().find(|f| f.name == function && f.traceable) else {
-        return Ok(None);
+        return Ok(Vec::new());
     };
     let code = kcore.read(function.start, (function.end - function.start) as usize)?;
-    let decoder = Decoder::with_ip(64, &code, function.start, DecoderOptions::NONE);
-    Ok(decoder
+    Ok(calls_past_the_hook(&code, function))
+}
+
+/// [`direct_calls`]' decoding of `function`'s `code`.
+fn calls_past_the_hook(code: &[u8], function: &Function) -> Vec<CallSite> {
+    let decoder = Decoder::with_ip(64, code, function.start, DecoderOptions::NONE);
+    decoder
         .into_iter()
-        .find(|i| i.flow_control() == FlowControl::Call && i.near_branch_target() != 0)
+        .skip_while(|i| i.mnemonic() == iced_x86::Mnemonic::Endbr64)
+        .skip(1)
+        .filter(|i| i.flow_control() == FlowControl::Call && i.near_branch_target() != 0)
         .map(|call| CallSite {
             caller: function.name.clone(),
             offset: call.ip() - function.start,
             return_offset: call.next_ip() - function.start,
-        }))
+        })
+        .collect()
 }
 
 /// Function symbols by start address, each ending where the next symbol starts.
@@ -312,6 +351,10 @@ fn functions_by_address(kernel: &KernelFunctions) -> Vec<Function> {
     let mut symbols: Vec<&KernelSymbol> =
         kernel.symbols().iter().filter(|s| s.address != 0).collect();
     symbols.sort_by_key(|s| s.address);
+    let mut names: std::collections::HashMap<&str, usize> = Default::default();
+    for symbol in symbols.iter().filter(|s| s.is_function()) {
+        *names.entry(symbol.name.as_str()).or_default() += 1;
+    }
     symbols
         .windows(2)
         .filter(|pair| pair[0].is_function() && pair[1].address > pair[0].address)
@@ -320,6 +363,7 @@ fn functions_by_address(kernel: &KernelFunctions) -> Vec<Function> {
             start: pair[0].address,
             end: pair[1].address,
             traceable: kernel.is_traceable(&pair[0].name) != Some(false),
+            unique: names.get(pair[0].name.as_str()) == Some(&1),
         })
         .collect()
 }
@@ -391,7 +435,39 @@ mod tests {
             start: BASE,
             end: BASE + code.len() as u64,
             traceable,
+            unique: true,
         }
+    }
+
+    /// `__do_sys_getpid` as 7.x lays it out (`endbr64; call __fentry__; …; call
+    /// __task_pid_nr_ns; cltq; jmp`), and as 5.10 does with its hook patched to a nop.
+    #[test]
+    fn calibration_calls_skip_the_ftrace_hook() {
+        let callee = BASE + 0x1000;
+        let body = |hook: &[u8], at: u64| {
+            let mut code = hook.to_vec();
+            code.extend([0x31, 0xd2]); // xor edx, edx
+            code.extend(branch(0xe8, at + hook.len() as u64 + 2, callee));
+            code.extend([0x48, 0x98]); // cltq
+            code.extend(branch(0xe9, at + hook.len() as u64 + 9, callee));
+            code
+        };
+        let mut traced = vec![0xf3, 0x0f, 0x1e, 0xfa]; // endbr64
+        traced.extend(branch(0xe8, BASE + 4, BASE + 0x2000)); // the hook, live
+        let code = body(&traced, BASE);
+        let calls = calls_past_the_hook(&code, &function(true, &code));
+        assert_eq!(
+            calls,
+            [CallSite {
+                caller: "caller".into(),
+                offset: 11,
+                return_offset: 16,
+            }]
+        );
+        let nop5 = [0x0f, 0x1f, 0x44, 0x00, 0x00];
+        let code = body(&nop5, BASE);
+        let calls = calls_past_the_hook(&code, &function(true, &code));
+        assert_eq!(calls.iter().map(|c| c.offset).collect::<Vec<_>>(), [7]);
     }
 
     #[test]
@@ -453,6 +529,26 @@ mod tests {
         );
     }
 
+    /// `load_elf_binary` is in `binfmt_elf` and `compat_binfmt_elf` alike: the kernel refuses
+    /// a kprobe at `load_elf_binary+0xd22` (EADDRNOTAVAIL, seen on 6.12).
+    #[test]
+    fn a_call_in_a_caller_whose_name_is_shared_is_skipped_and_said() {
+        let target = BASE + 0x1000;
+        let code = caller_code(target);
+        let shared = Function {
+            unique: false,
+            ..function(true, &code)
+        };
+        let sites = sites_in(&shared, &code, target);
+        assert!(sites.covered.is_empty());
+        assert_eq!(sites.shared_names(), 1);
+        assert_eq!(
+            sites.summary(),
+            "0 of 2 call sites covered: 1 tail call, 1 in a caller whose name another \
+             function shares; calls through function pointers are not seen"
+        );
+    }
+
     #[test]
     fn the_containing_function_is_found_by_address() {
         let functions = [
@@ -461,12 +557,14 @@ mod tests {
                 start: 0x100,
                 end: 0x180,
                 traceable: true,
+                unique: true,
             },
             Function {
                 name: "b".into(),
                 start: 0x200,
                 end: 0x280,
                 traceable: true,
+                unique: true,
             },
         ];
         assert_eq!(

@@ -1,4 +1,4 @@
-//! `syscall_lat N [--threads T] [--marker]`: the getpid latency benchmark.
+//! `syscall_lat N [--threads T] [--marker] [--call getppid]`: the getpid latency benchmark.
 //!
 //! getpid is about the cheapest system call there is, so its average cost is
 //! a direct measure of the syscall entry/exit path — and of anything a
@@ -12,18 +12,20 @@ use workloads::clock::Stopwatch;
 use workloads::marker::{MARKER_SUPPORTED, bench_marker};
 use workloads::report::average;
 use workloads::workers::run_workers;
-use workloads::{Args, Error, Report, getpid_syscall, run_main};
+use workloads::{Args, Error, Report, run_main};
 
 const NAME: &str = "syscall_lat";
 const USAGE: &str = "\
 syscall_lat - time N real getpid system calls
 
-Usage: syscall_lat N [--threads T] [--marker]
+Usage: syscall_lat N [--threads T] [--marker] [--call getpid|getppid]
 
   N            getpid calls per thread (1..=10^12), each a real system call
                made through syscall(SYS_getpid), never the libc wrapper
   --threads T  run T threads (1..=1024, default 1) that start together and
                each make N calls
+  --call C     the system call to make: getpid (default) or getppid, which
+               takes the same path through its own functions
   --marker     execute the bench's marker instruction (an x86-64 nop that
                `cargo xtask bench --only insns` counts instructions between)
                right before and right after the loop; one thread only
@@ -43,7 +45,11 @@ fn main() -> ExitCode {
     run_main(
         NAME,
         USAGE,
-        &[Opt::Value("threads"), Opt::Flag("marker")],
+        &[
+            Opt::Value("threads"),
+            Opt::Flag("marker"),
+            Opt::Value("call"),
+        ],
         run,
     )
 }
@@ -56,6 +62,15 @@ fn run(args: &Args) -> Result<Report, Error> {
         None => 1,
     };
     let marker = args.flag("marker");
+    let number = match args.value("call") {
+        None | Some("getpid") => libc::SYS_getpid,
+        Some("getppid") => libc::SYS_getppid,
+        Some(other) => {
+            return Err(Error::usage(format!(
+                "--call {other}: want getpid or getppid"
+            )));
+        }
+    };
     if marker && threads != 1 {
         return Err(Error::usage("--marker needs one thread (--threads 1)"));
     }
@@ -63,7 +78,7 @@ fn run(args: &Args) -> Result<Report, Error> {
         return Err(Error::usage("--marker is an x86-64 instruction"));
     }
     let pid = workloads::own_pid();
-    let timing = run_threads(calls, threads as usize, marker)?;
+    let timing = run_threads(calls, threads as usize, marker, number)?;
     let total_calls = calls * threads;
     Ok(Report::new(NAME)
         .field("calls", total_calls)
@@ -80,26 +95,32 @@ struct Timing {
     wall_ns: u64,
 }
 
-/// Runs `threads` threads, released together, each making `calls` getpid
-/// calls.
-fn run_threads(calls: u64, threads: usize, marker: bool) -> Result<Timing, Error> {
+/// Runs `threads` threads, released together, each making `calls` calls of
+/// syscall `number`.
+fn run_threads(
+    calls: u64,
+    threads: usize,
+    marker: bool,
+    number: libc::c_long,
+) -> Result<Timing, Error> {
     let wall = Stopwatch::start();
-    let loop_times = run_workers(NAME, threads, |_| timed_getpid_loop(calls, marker), || {})?;
+    let loop_times = run_workers(NAME, threads, |_| timed_loop(calls, marker, number), || {})?;
     Ok(Timing {
         total_ns: loop_times.iter().sum(),
         wall_ns: wall.elapsed_ns(),
     })
 }
 
-/// Makes exactly `calls` getpid system calls; returns the loop's duration. With `marker`,
-/// the bench's marker instruction brackets the loop (and nothing else).
-fn timed_getpid_loop(calls: u64, marker: bool) -> u64 {
+/// Makes exactly `calls` system calls `number` (getpid or getppid); returns the loop's
+/// duration. With `marker`, the bench's marker instruction brackets the loop (and nothing else).
+fn timed_loop(calls: u64, marker: bool, number: libc::c_long) -> u64 {
     let watch = Stopwatch::start();
     if marker {
         bench_marker();
     }
     for _ in 0..calls {
-        std::hint::black_box(getpid_syscall());
+        // SAFETY: getpid and getppid take no arguments, touch no memory and cannot fail.
+        std::hint::black_box(unsafe { libc::syscall(number) });
     }
     if marker {
         bench_marker();
