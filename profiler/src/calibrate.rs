@@ -41,6 +41,8 @@ use crate::resolve::kcore::Kcore;
 use crate::resolve::{KernelFunctions, Target};
 
 const CALLS_PER_ROUND: u32 = 2_000;
+/// The pause before each timed round.
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(10);
 const ROUNDS: usize = 7;
 
 /// The calibration result, per call.
@@ -118,19 +120,16 @@ impl Timed {
     fn new(path: &'static CalibrationPath) -> Self {
         Self {
             path,
-            bare_ns: best_of_rounds(path),
+            bare_ns: best_of_rounds(path, std::time::Duration::ZERO),
         }
     }
 }
 
-/// What calibration needs from before the run's probes are attached: the paths to calibrate
-/// on (one for entry probes and tracepoints, one with calls for call-site mode) and their
-/// unprobed costs.
+/// What calibration needs from before the run's probes are attached: the path to calibrate
+/// on (for entry probes and tracepoints, or one with calls for call-site mode) and its
+/// unprobed cost.
 #[derive(Debug)]
-pub struct Baseline {
-    entry: Timed,
-    sites: Timed,
-}
+pub struct Baseline(Timed);
 
 /// Everything a calibration needs, kept from the run's attach until it is measured: right
 /// after attaching (`serve`, whose overhead is exported while it runs), or once the run's
@@ -167,17 +166,20 @@ impl Calibration {
     }
 }
 
-/// Picks the first calibration paths the run does not probe (by symbol or syscall name) and
-/// times them unprobed. Call it before attaching anything: with the run's probes attached, the
+/// Picks the first calibration path the run does not probe (by symbol or syscall name; one
+/// with calls when the run is in call-site mode, `at_call_sites`) and times it unprobed. Call it before attaching anything: with the run's probes attached, the
 /// baseline would already hold part of the cost. A run that probes every path is calibrated
 /// on the first, and its own probes there are counted in the overhead too.
-pub fn baseline(probed_symbols: &[&str], probed_syscalls: &[String]) -> Baseline {
-    let entry = choose_path(probed_symbols, probed_syscalls, false);
-    let sites = choose_path(probed_symbols, probed_syscalls, true);
-    Baseline {
-        entry: Timed::new(entry),
-        sites: Timed::new(sites),
-    }
+pub fn baseline(
+    probed_symbols: &[&str],
+    probed_syscalls: &[String],
+    at_call_sites: bool,
+) -> Baseline {
+    Baseline(Timed::new(choose_path(
+        probed_symbols,
+        probed_syscalls,
+        at_call_sites,
+    )))
 }
 
 /// The first path the run does not probe (with calls to time, for call-site mode).
@@ -205,9 +207,16 @@ fn time_round(path: &CalibrationPath, calls: u32) -> f64 {
     start.elapsed().as_nanos() as f64 / f64::from(calls)
 }
 
-fn best_of_rounds(path: &CalibrationPath) -> f64 {
+/// The fastest of [`ROUNDS`] rounds, a `pause` before each: with probes attached, a machine
+/// busy for a while (a virtual CPU descheduled, deferred work of probes just detached) slows
+/// every call of a round, and rounds spread over time ([`SETTLE`]) let the fastest be found.
+/// The baseline, timed at start-up with nothing attached, does not pause.
+fn best_of_rounds(path: &CalibrationPath, pause: std::time::Duration) -> f64 {
     (0..ROUNDS)
-        .map(|_| time_round(path, CALLS_PER_ROUND))
+        .map(|_| {
+            std::thread::sleep(pause);
+            time_round(path, CALLS_PER_ROUND)
+        })
         .fold(f64::INFINITY, f64::min)
 }
 
@@ -342,10 +351,7 @@ pub fn measure(
         main_object: run.sets_per_call_options(),
         ..Default::default()
     };
-    let timed = match mode {
-        AttachedMode::Callsite => &baseline.sites,
-        _ => &baseline.entry,
-    };
+    let timed = &baseline.0;
     let path = timed.path;
     // Tried before the object below is loaded: its own probes must not count the tries.
     let site = match mode {
@@ -404,11 +410,17 @@ pub fn measure(
         }
     }
     follow_self(&mut ebpf)?;
-    let probed = best_of_rounds(path);
+    // A round not timed first: right after attaching (and after the run's own probes were
+    // detached, whose deferred work, RCU callbacks and freed trampolines, runs on the same
+    // CPUs), every call of a round can be slower (seen on 7.x under TCG: a kprobe pair's
+    // shortest call 781 ns in one run, 600 ± 10 in four runs after this round), which would
+    // put the bias above what it lies inside.
+    time_round(path, CALLS_PER_ROUND);
+    let probed = best_of_rounds(path, SETTLE);
     let snapshot = crate::collect::snapshot(&ebpf, 1).map_err(CalibrationError::Snapshot)?;
     drop(links);
     drop(ebpf);
-    let expected = u64::from(CALLS_PER_ROUND) * ROUNDS as u64;
+    let expected = u64::from(CALLS_PER_ROUND) * (ROUNDS as u64 + 1);
     let calls = snapshot.functions.first();
     let counted = calls.map_or(0, |f| f.count);
     if counted < expected {

@@ -444,7 +444,9 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
     // Timed before anything is attached: the run's own probes must not be in the baseline.
     let calibration_baseline = probe.calibrate.then(|| {
         let symbols: Vec<&str> = targets.iter().map(|t| t.symbol.as_str()).collect();
-        crate::calibrate::baseline(&symbols, &probe.syscalls)
+        // Call-site mode when no function is timed at its entry.
+        let at_call_sites = !sites.is_empty() && targets.len() == sites.len();
+        crate::calibrate::baseline(&symbols, &probe.syscalls, at_call_sites)
     });
     let attach::Loaded {
         mut ebpf,

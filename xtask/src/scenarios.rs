@@ -989,11 +989,13 @@ fn store_words(kernel: Kernel) -> &'static str {
     }
 }
 
-/// The page-cache write copy: `copy_page_from_iter_atomic` until 7.x renamed it.
+/// The page-cache write copy: `copy_page_from_iter_atomic` from 5.14 until 7.x renamed it
+/// (5.10 has `iov_iter_copy_from_user_atomic`).
 fn write_copy_function(kernel: Kernel) -> &'static str {
     match kernel {
         Kernel::V7 | Kernel::V7Rt => "copy_folio_from_iter_atomic",
-        Kernel::V6_12 | Kernel::V6_1 | Kernel::V5_10 => "copy_page_from_iter_atomic",
+        Kernel::V6_12 | Kernel::V6_1 => "copy_page_from_iter_atomic",
+        Kernel::V5_10 => "iov_iter_copy_from_user_atomic",
     }
 }
 

@@ -154,8 +154,9 @@ mod tests {
         assert_eq!(
             error,
             format!(
-                "call-site mode times at most {KPROBE_SLOTS} call sites and functions per run \
-                 (511 requested): narrow the sites with --callers GLOB"
+                "call-site mode has {KPROBE_SLOTS} kprobe slots per run, one for each function \
+                 timed at its entry and at least one for each timed at its call sites (511 \
+                 needed): narrow the --fn globs"
             )
         );
     }

@@ -105,8 +105,9 @@ pub enum AttachError {
     )]
     TooManyForKprobe { release: String, requested: usize },
     #[error(
-        "call-site mode times at most {KPROBE_SLOTS} call sites and functions per run \
-         ({requested} requested): narrow the sites with --callers GLOB"
+        "call-site mode has {KPROBE_SLOTS} kprobe slots per run, one for each function timed at \
+         its entry and at least one for each timed at its call sites ({requested} needed): \
+         narrow the --fn globs"
     )]
     TooManyCallSites { requested: usize },
     #[error("kprobe cannot attach at {site}")]
