@@ -7,7 +7,7 @@
 //! builds from invalidating the host's ordinary ones.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
@@ -82,7 +82,7 @@ pub fn build_guest_with_examples(examples: &[&str]) -> Result<GuestBinaries> {
     run(&mut build).context("could not build the guest binaries")?;
     // The guests run what users get: the binary `cargo xtask dist` packages, stripped.
     let hotprof = guest_bin_dir().join("hotprof");
-    crate::dist::strip_like_dh_strip(&hotprof, &hotprof)?;
+    strip_like_dh_strip(&hotprof, &hotprof)?;
     for example in examples {
         let path = guest_bin_dir().join("examples").join(example);
         if !path.is_file() {
@@ -147,6 +147,19 @@ fn binary_names_in(metadata: &Value) -> Result<BTreeSet<String>> {
         .filter_map(|target| target["name"].as_str().map(str::to_owned))
         .collect();
     Ok(names)
+}
+
+/// Writes `input` stripped as Debian's `dh_strip` would to `output` (which may be `input`:
+/// stripping a stripped binary again changes nothing, so the guests run the very bytes the
+/// packages ship).
+pub fn strip_like_dh_strip(input: &Path, output: &Path) -> Result<()> {
+    run(Command::new("strip")
+        .args(["--remove-section=.comment", "--remove-section=.note"])
+        .arg("--strip-unneeded")
+        .arg("-o")
+        .arg(output)
+        .arg(input))
+    .context("could not strip hotprof (binutils)")
 }
 
 #[cfg(test)]

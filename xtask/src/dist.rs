@@ -55,19 +55,6 @@ struct Release {
 }
 
 /// `cargo xtask dist`: builds the binary and writes the artifacts into `target/dist/`.
-/// Writes `input` stripped as Debian's `dh_strip` would to `output` (which may be `input`:
-/// stripping a stripped binary again changes nothing, so the guests run the very bytes the
-/// packages ship).
-pub fn strip_like_dh_strip(input: &Path, output: &Path) -> Result<()> {
-    run(Command::new("strip")
-        .args(["--remove-section=.comment", "--remove-section=.note"])
-        .arg("--strip-unneeded")
-        .arg("-o")
-        .arg(output)
-        .arg(input))
-    .context("could not strip hotprof (binutils)")
-}
-
 pub fn dist() -> Result<Dist> {
     let root = workspace_root();
     let metadata = profiler_metadata()?;
@@ -87,7 +74,7 @@ pub fn dist() -> Result<Dist> {
     let files = stage.join("files");
     let binary = files.join("hotprof");
     fs::create_dir_all(&files)?;
-    strip_like_dh_strip(&build::guest_bin_dir().join("hotprof"), &binary)?;
+    build::strip_like_dh_strip(&build::guest_bin_dir().join("hotprof"), &binary)?;
     set_mode(&binary, 0o755)?;
     let release = Release {
         version: metadata["version"]

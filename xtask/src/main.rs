@@ -10,7 +10,6 @@ mod apt_state;
 mod bench;
 mod build;
 mod dist;
-mod doctor_scenario;
 mod fuzz;
 mod host;
 mod host_deb;

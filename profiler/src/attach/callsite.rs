@@ -9,8 +9,9 @@
 use aya::Ebpf;
 use profiler_common::KPROBE_SLOTS;
 
-use super::kprobes_available;
-use super::mode::{AttachError, KprobeLinks, Reason, kprobe_refusal, load_kprobe, take};
+use super::error::{AttachError, Reason, kprobe_refusal};
+use super::links::KprobeLinks;
+use super::program::{kprobes_available, load_kprobe, take};
 use crate::progress::Progress;
 use crate::resolve::callsites::CallSite;
 

@@ -7,7 +7,7 @@
 
 use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 
-use super::mode::AttachError;
+use super::error::AttachError;
 
 /// The signal received while attaching, 0 for none.
 static RECEIVED: AtomicI32 = AtomicI32::new(0);

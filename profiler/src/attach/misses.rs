@@ -10,7 +10,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use aya::Ebpf;
 use aya_obj::generated::{bpf_link_info, bpf_link_type};
 
-use super::mode::KprobeLinks;
+use super::links::KprobeLinks;
 
 const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
 

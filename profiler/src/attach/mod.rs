@@ -6,31 +6,37 @@
 
 mod btf;
 mod callsite;
+mod error;
 mod fd_limit;
 mod format;
 mod interrupt;
+mod links;
 mod loader;
 mod misses;
 mod mode;
 mod multi;
 mod placement;
 mod privileges;
+mod program;
 mod session_link;
 mod syscalls;
 
 pub use btf::{BtfIndex, BtfParseError, KernelBtfError, kernel_btf};
 pub use callsite::{attach_call_sites, group_sites, site_slots};
+pub use error::{AttachError, Reason, one_line};
 pub use fd_limit::raise_fd_limit;
 pub use format::{FormatError, TracepointOffsets, field_offset};
 pub use interrupt::AttachSignals;
+pub use links::KprobeLinks;
 pub use loader::{EbpfLoadError, Loaded, ProbeConfig, load, load_object};
 pub use misses::{link_misses, recursion_misses};
 pub use mode::{
-    AttachError, AttachedFunctions, AttachedMode, KprobeLinks, Mode, Reason, attach_functions,
-    attach_functions_with, attach_syscalls, attach_tracking, kprobes_available, one_line,
+    AttachedFunctions, AttachedMode, Mode, attach_functions, attach_functions_with,
+    attach_syscalls, attach_tracking,
 };
 pub use multi::KprobeAttach;
 pub use placement::{KprobeAnswer, Placement, ask_kernel, place};
 pub use privileges::check_privileges;
+pub use program::kprobes_available;
 pub use session_link::kfunc_ids;
 pub use syscalls::{SyscallMode, attach_syscalls_in, running_thread_info_status_offset};

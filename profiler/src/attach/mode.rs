@@ -1,22 +1,21 @@
 //! Choosing and attaching a probe mode: fentry/fexit, kprobe/kretprobe or syscall
 //! tracepoints.
 
-use std::fmt;
 use std::path::Path;
 
 use aya::{
     Ebpf,
     maps::{HashMap, MapError},
-    programs::{
-        BtfTracePoint, FEntry, FExit, KProbe, ProgramError, RawTracePoint, TracePoint,
-        kprobe::KProbeLink,
-    },
+    programs::{BtfTracePoint, FEntry, FExit, KProbe, ProgramError, RawTracePoint, TracePoint},
 };
 use aya_obj::generated::bpf_func_id;
 use profiler_common::{FENTRY_SLOTS, KPROBE_SLOTS, SYSCALL_SLOTS, names};
 
+use super::error::{AttachError, Reason, kprobe_refusal, one_line};
 use super::interrupt::AttachSignals;
+use super::links::KprobeLinks;
 use super::multi::{self, KprobeAttach};
+use super::program::{kprobes_available, load_kprobe, program, refuses_helper, take};
 use super::session_link;
 use crate::model::TaskStore;
 use crate::progress::Progress;
@@ -59,188 +58,6 @@ impl AttachedMode {
             Self::RawSyscall => "raw_syscall",
             Self::Callsite => "callsite",
         }
-    }
-}
-
-/// Why probes could not be attached.
-///
-/// A variant with a [`Reason`] words only its own part (`fentry cannot attach to vfs_read`);
-/// the reason is its `source()`, so hotprof's one-line error (`{:#}`: every source joined with
-/// ": ") reads `fentry cannot attach to vfs_read: REASON`, as it always has. [`Self::message`]
-/// is that line, for notes.
-#[derive(Debug, thiserror::Error)]
-pub enum AttachError {
-    #[error(
-        "this kernel ({release}) has no kprobes (no kprobe PMU in /sys/bus/event_source/devices){}: \
-         kernel functions cannot be probed here; `hotprof --syscall NAME` and `hotprof sample` still \
-         work, or run inside a VM with a kprobe-enabled kernel: `cargo xtask vm -- hotprof --fn ...`",
-        .fentry.as_ref().map(|f| format!(" and fentry is refused ({f})")).unwrap_or_default()
-    )]
-    NoKprobes {
-        release: String,
-        /// Why fentry was refused, where it was tried first (auto mode). Not the source: the
-        /// message names it in passing.
-        fentry: Option<Reason>,
-    },
-    #[error("fentry cannot attach to {function}")]
-    Fentry {
-        function: String,
-        #[source]
-        reason: Reason,
-    },
-    #[error(
-        "fentry mode handles at most {FENTRY_SLOTS} functions per run ({requested} requested): use --mode kprobe"
-    )]
-    TooManyForFentry { requested: usize },
-    #[error("kprobe cannot attach to {function}")]
-    Kprobe {
-        function: String,
-        #[source]
-        reason: Reason,
-    },
-    #[error(
-        "more than {KPROBE_SLOTS} functions in kprobe mode needs Linux 5.15+ (bpf_get_func_ip), \
-         which this kernel ({release}) lacks: probe at most {KPROBE_SLOTS} functions per run \
-         ({requested} requested)"
-    )]
-    TooManyForKprobe { release: String, requested: usize },
-    #[error(
-        "call-site mode has {KPROBE_SLOTS} kprobe slots per run, one for each function timed at \
-         its entry and at least one for each timed at its call sites ({requested} needed): \
-         narrow the --fn globs"
-    )]
-    TooManyCallSites { requested: usize },
-    #[error("kprobe cannot attach at {site}")]
-    CallSite {
-        site: String,
-        #[source]
-        reason: Reason,
-    },
-    #[error("at most {SYSCALL_SLOTS} syscalls per run ({requested} requested)")]
-    TooManySyscalls { requested: usize },
-    #[error("unknown syscall '{name}': no tracepoint syscalls/sys_enter_{name}{}", crate::resolve::did_you_mean(.suggestions))]
-    UnknownSyscall {
-        name: String,
-        suggestions: Vec<String>,
-    },
-    #[error(
-        "--syscall-mode raw: no x86-64 syscall number known for '{name}' (use --syscall-mode tracepoint)"
-    )]
-    NoSyscallNumber { name: String },
-    #[error("cannot attach tracepoint {tracepoint}")]
-    Tracepoint {
-        tracepoint: String,
-        #[source]
-        reason: Reason,
-    },
-    #[error(
-        "interrupted by {signal} while attaching, after {progress}; every probe attached so \
-         far was detached"
-    )]
-    Interrupted {
-        signal: &'static str,
-        /// How far attaching got: `312 of 1000 kprobes`.
-        progress: String,
-    },
-    #[error("internal")]
-    Internal(#[source] Reason),
-}
-
-impl AttachError {
-    /// The whole message on one line: this error's words, then its reason (what hotprof's
-    /// error line shows).
-    pub fn message(&self) -> String {
-        let mut text = self.to_string();
-        let mut source = std::error::Error::source(self);
-        while let Some(cause) = source {
-            text.push_str(": ");
-            text.push_str(&cause.to_string());
-            source = cause.source();
-        }
-        text
-    }
-}
-
-/// Why an attach step failed, in hotprof's words: a sentence of its own, or the underlying
-/// error on one line ([`one_line`]: with the causes aya nests in it, such as the errno), with
-/// any context hotprof puts around it.
-///
-/// The underlying error is kept ([`Reason::error`]) but is not this one's `source()`: its text
-/// and its causes' are already here, and an error line that follows sources would repeat
-/// them (and could print a whole verifier log, which [`one_line`] shortens).
-#[derive(Debug)]
-pub struct Reason {
-    text: String,
-    error: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
-}
-
-impl Reason {
-    /// A reason with no error under it.
-    pub(super) fn new(text: impl Into<String>) -> Self {
-        Self {
-            text: text.into(),
-            error: None,
-        }
-    }
-
-    /// `error`, worded by `describe` (usually [`one_line`]).
-    pub(super) fn of<E>(error: E, describe: impl FnOnce(&E) -> String) -> Self
-    where
-        E: std::error::Error + Send + Sync + 'static,
-    {
-        Self {
-            text: describe(&error),
-            error: Some(Box::new(error)),
-        }
-    }
-
-    /// The error this reason words, if there is one (aya's, mostly).
-    pub fn error(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
-        self.error.as_deref()
-    }
-}
-
-impl fmt::Display for Reason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)
-    }
-}
-
-impl std::error::Error for Reason {}
-
-/// Whether this kernel can create kprobes through perf (how aya attaches them).
-pub fn kprobes_available() -> bool {
-    Path::new("/sys/bus/event_source/devices/kprobe/type").exists()
-}
-
-/// The kprobe/kretprobe links of a run, owned apart from their programs so that dropping
-/// them closes them in parallel. Each close unregisters one kprobe and waits out an RCU grace
-/// period; one after another, 2000 of them took 2.5 minutes in a TCG guest, while closes on
-/// several threads share their grace periods. Keep it alive as long as the probes should be.
-#[derive(Default)]
-pub struct KprobeLinks(pub(super) Vec<KProbeLink>);
-
-impl KprobeLinks {
-    /// Takes `other`'s links into these.
-    pub fn extend(&mut self, mut other: KprobeLinks) {
-        self.0.append(&mut other.0);
-    }
-}
-
-impl Drop for KprobeLinks {
-    fn drop(&mut self) {
-        const THREADS: usize = 16;
-        let mut links = std::mem::take(&mut self.0);
-        if links.len() < 2 * THREADS {
-            return; // dropped here, one by one: not worth the threads
-        }
-        let chunk = links.len().div_ceil(THREADS);
-        std::thread::scope(|scope| {
-            while !links.is_empty() {
-                let tail = links.split_off(links.len().saturating_sub(chunk));
-                scope.spawn(move || drop(tail));
-            }
-        });
     }
 }
 
@@ -435,9 +252,7 @@ fn unlisted_hint(target: &Target, reason: Reason) -> Reason {
     if target.traceable != Some(false) {
         return reason;
     }
-    let text =
-        format!("{reason} (it is not in available_filter_functions: notrace, inlined or an alias)");
-    Reason { text, ..reason }
+    reason.with_hint("it is not in available_filter_functions: notrace, inlined or an alias")
 }
 
 /// Unloads whatever fentry/fexit slots an unsuccessful attempt left behind.
@@ -661,55 +476,6 @@ fn refuses_func_ip(verifier_log: &str) -> bool {
     refuses_helper(verifier_log, bpf_func_id::BPF_FUNC_get_func_ip)
 }
 
-/// Whether a verifier log says the kernel does not know `helper` for this program, as
-/// [`refuses_func_ip`] reads it.
-pub(super) fn refuses_helper(verifier_log: &str, helper: bpf_func_id) -> bool {
-    let helper = format!("#{}", helper as u32);
-    verifier_log.lines().any(|line| {
-        let line = line.trim();
-        (line.starts_with("invalid func ") || line.starts_with("unknown func "))
-            && line.ends_with(&helper)
-    })
-}
-
-/// Loads the kprobe (or kretprobe) program `name` of hotprof's object into the kernel.
-pub(super) fn load_kprobe<'a>(
-    ebpf: &'a mut Ebpf,
-    name: &str,
-) -> Result<&'a mut KProbe, AttachError> {
-    let program: &mut KProbe = program(ebpf, name)?;
-    program.load().map_err(|e| {
-        AttachError::Internal(Reason::of(e, |e| {
-            format!("loading {name}: {}", one_line(e))
-        }))
-    })?;
-    Ok(program)
-}
-
-/// A link just attached, taken out of its program (only fails on an unknown id: a bug).
-pub(super) fn take(
-    link: Result<KProbeLink, aya::programs::ProgramError>,
-) -> Result<KProbeLink, AttachError> {
-    link.map_err(|e| {
-        AttachError::Internal(Reason::of(e, |e| {
-            format!("taking a kprobe link: {}", one_line(e))
-        }))
-    })
-}
-
-/// Why the kernel refused a kprobe, with what EINVAL means there.
-pub(super) fn kprobe_refusal(error: &dyn std::error::Error) -> String {
-    let text = one_line(error);
-    if text.contains("os error 22") {
-        format!(
-            "{text}: the kernel does not allow a kprobe at this function's entry \
-             (noinstr code, a jump label or BUG site there); probe a caller instead"
-        )
-    } else {
-        text
-    }
-}
-
 /// Attaches `syscalls/sys_enter_NAME` and `sys_exit_NAME` for each syscall.
 pub fn attach_syscalls(
     ebpf: &mut Ebpf,
@@ -871,44 +637,6 @@ fn tracking_hooks(store: TaskStore, off_cpu: bool, follow_forks: bool) -> Vec<Ho
     hooks
 }
 
-pub(super) fn program<'a, T>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut T, AttachError>
-where
-    &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
-{
-    let program = ebpf.program_mut(name).ok_or_else(|| {
-        AttachError::Internal(Reason::new(format!(
-            "program {name} missing from the eBPF object"
-        )))
-    })?;
-    program
-        .try_into()
-        .map_err(|e| AttachError::Internal(Reason::of(e, |e| format!("program {name}: {e}"))))
-}
-
-/// An error and its causes on one line (aya nests the useful part, e.g. the errno).
-pub fn one_line(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    let text = text.replace('\n', " ");
-    // A verifier log can be megabytes; its end says why the program was rejected.
-    const KEEP: usize = 400;
-    if text.len() > 2 * KEEP {
-        let head_end = text.floor_char_boundary(KEEP);
-        let tail_start = text.ceil_char_boundary(text.len() - KEEP);
-        format!("{} [...] {}", &text[..head_end], &text[tail_start..])
-    } else {
-        text
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -976,54 +704,6 @@ mod tests {
     /// The error hotprof prints: the error and its sources joined with ": " (`{:#}`).
     fn printed(error: AttachError) -> String {
         format!("{:#}", anyhow::Error::new(error))
-    }
-
-    #[test]
-    fn errors_with_a_reason_print_as_one_line_that_ends_with_it() {
-        let kprobe = AttachError::Kprobe {
-            function: "vfs_read".into(),
-            reason: Reason::of(io_error(libc::EACCES), |e| kprobe_refusal(e)),
-        };
-        let line = "kprobe cannot attach to vfs_read: Permission denied (os error 13)";
-        assert_eq!(kprobe.to_string(), "kprobe cannot attach to vfs_read");
-        assert_eq!(kprobe.message(), line);
-        // The reason ends the chain: its text already holds the error's own causes.
-        let reason = std::error::Error::source(&kprobe).expect("the reason is the source");
-        assert!(reason.source().is_none());
-        assert_eq!(printed(kprobe), line);
-
-        let tracepoint = AttachError::Tracepoint {
-            tracepoint: "sched/sched_process_exit".into(),
-            reason: Reason::of(load_error("R1 invalid mem access 'scalar'\n"), |e| {
-                one_line(e)
-            }),
-        };
-        assert_eq!(
-            tracepoint.message(),
-            "cannot attach tracepoint sched/sched_process_exit: the BPF_PROG_LOAD syscall \
-             returned Invalid argument (os error 22). Verifier output: R1 invalid mem access \
-             'scalar' "
-        );
-        let internal = AttachError::Internal(Reason::new("FUNC_IPS map missing"));
-        assert_eq!(printed(internal), "internal: FUNC_IPS map missing");
-        // Without a reason, the message is the error's own words.
-        let too_many = AttachError::TooManySyscalls { requested: 17 };
-        assert_eq!(too_many.message(), too_many.to_string());
-        assert!(std::error::Error::source(&too_many).is_none());
-    }
-
-    #[test]
-    fn a_reason_keeps_the_error_it_words() {
-        let reason = Reason::of(load_error("x"), |e| one_line(e));
-        let kept = reason
-            .error()
-            .and_then(|e| e.downcast_ref::<ProgramError>());
-        assert!(
-            matches!(kept, Some(ProgramError::LoadError { io_error, .. })
-                if io_error.raw_os_error() == Some(libc::EINVAL)),
-            "{kept:?}"
-        );
-        assert!(Reason::new("no error here").error().is_none());
     }
 
     #[test]
@@ -1164,21 +844,6 @@ mod tests {
                 .starts_with("internal: loading kprobe_entry: the BPF_PROG_LOAD syscall"),
             "{}",
             error.message()
-        );
-    }
-
-    #[test]
-    fn a_kprobe_refused_with_einval_says_what_the_kernel_does_not_allow() {
-        let einval = kprobe_refusal(&io_error(libc::EINVAL));
-        assert!(
-            einval
-                .starts_with("Invalid argument (os error 22): the kernel does not allow a kprobe"),
-            "{einval}"
-        );
-        assert!(einval.ends_with("probe a caller instead"), "{einval}");
-        assert_eq!(
-            kprobe_refusal(&io_error(libc::ENOENT)),
-            "No such file or directory (os error 2)"
         );
     }
 

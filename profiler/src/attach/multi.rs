@@ -19,7 +19,9 @@ use aya::{
 };
 use aya_obj::generated::bpf_func_id;
 
-use super::mode::{KprobeLinks, Reason, one_line, program, refuses_helper, take};
+use super::error::{Reason, one_line};
+use super::links::KprobeLinks;
+use super::program::{program, refuses_helper, take};
 use crate::resolve::Target;
 
 /// The entry program of the link.

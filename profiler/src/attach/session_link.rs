@@ -12,7 +12,9 @@ use aya::{Ebpf, programs::KProbe};
 use profiler_common::kfunc::KFUNCS;
 
 use super::BtfIndex;
-use super::mode::{KprobeLinks, Reason, one_line, program, take};
+use super::error::{Reason, one_line};
+use super::links::KprobeLinks;
+use super::program::{program, take};
 use crate::resolve::Target;
 
 /// The link's program.

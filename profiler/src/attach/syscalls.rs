@@ -20,7 +20,8 @@ use aya::{
 };
 use profiler_common::SYSCALL_SLOTS;
 
-use super::mode::{AttachError, AttachedMode, Reason, attach_syscalls, one_line};
+use super::error::{AttachError, Reason, one_line};
+use super::mode::{AttachedMode, attach_syscalls};
 
 /// Syscall numbers `RAW_SYSCALL_SLOTS` covers (`profiler-ebpf/src/raw_syscalls.rs`).
 const RAW_SYSCALL_NUMBERS: u32 = 512;

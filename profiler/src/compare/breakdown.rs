@@ -21,9 +21,9 @@ use std::collections::{HashMap, HashSet};
 use serde::Serialize;
 
 use super::MIN_RUNS_FOR_RUN_TEST;
+use super::decide::{resolution_pct, run_test};
 use super::error::short_list;
 use super::row::{Row, SideStats, Unit};
-use super::rows::{resolution_pct, run_test};
 use super::side::Side;
 use crate::model::FunctionRecord;
 

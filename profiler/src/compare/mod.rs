@@ -83,6 +83,7 @@
 mod binned;
 mod bootstrap;
 mod breakdown;
+mod decide;
 mod error;
 mod hypothesis;
 mod notes;

@@ -4,7 +4,7 @@
 
 use anyhow::{Context, Result, ensure};
 
-use super::{Ctx, Report, write_copy_function};
+use super::harness::{Ctx, Report, write_copy_function};
 use crate::kernels::Kernel;
 
 /// getpid and getppid calls each run makes.
@@ -119,14 +119,16 @@ pub fn auto_mode_typed_functions(ctx: &mut Ctx) -> Result<()> {
         .stdout
         .lines()
         .filter(|line| line.starts_with("stat_loop:"))
-        .map(|line| super::Fields::parse("stat_loop", &line["stat_loop:".len()..]).u64("pid"))
+        .map(|line| {
+            super::harness::Fields::parse("stat_loop", &line["stat_loop:".len()..]).u64("pid")
+        })
         .map(|pid| pid.map(|pid| pid.to_string()))
         .collect::<Result<_>>()?;
     ensure!(
         pids.len() == 2,
         "want two stat_loop lines, got pids {pids:?}"
     );
-    let rows = super::key_rows(&report, "_copy_to_user")?;
+    let rows = super::harness::key_rows(&report, "_copy_to_user")?;
     let calls_of = |pid: &str| {
         rows.iter()
             .find(|(key, _)| key.first().is_some_and(|k| k == pid))
@@ -151,7 +153,7 @@ fn call_sites_work(kernel: Kernel) -> bool {
 }
 
 /// A run's JSON, after checking that it exited 0 and printed its calibrated overhead.
-fn check_run(guest: &super::Guest, run: &str) -> Result<Report> {
+fn check_run(guest: &super::harness::Guest, run: &str) -> Result<Report> {
     let said = |line: String| guest.outcome.stdout.lines().any(|l| l == line);
     ensure!(said(format!("{run} rc=0")), "the {run} run failed");
     ensure!(

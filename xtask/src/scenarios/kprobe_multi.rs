@@ -5,7 +5,7 @@
 
 use anyhow::{Context, Result, ensure};
 
-use super::{Ctx, Guest};
+use super::harness::{Ctx, Guest};
 use crate::kernels::Kernel;
 
 const CALLS: u64 = 5_000;

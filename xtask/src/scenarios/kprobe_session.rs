@@ -6,7 +6,7 @@
 
 use anyhow::{Context, Result, ensure};
 
-use super::{Ctx, Guest, Report};
+use super::harness::{Ctx, Guest, Report};
 
 const CALLS: u64 = 5_000;
 /// The traced workload's getpids while another process makes `CALLS`: enough to outlast it

@@ -4,7 +4,7 @@
 
 use anyhow::{Context, Result, ensure};
 
-use super::{Ctx, Report, key_rows};
+use super::harness::{Ctx, Report, key_rows};
 use crate::kernels::Kernel;
 
 /// Exact counts in raw mode: `syscall_lat N` is exactly N getpids (its ~70 other syscalls,

@@ -12,7 +12,7 @@ use std::fs;
 use anyhow::{Context, Result, ensure};
 use serde_json::Value;
 
-use super::{Ctx, Guest, Report};
+use super::harness::{Ctx, Guest, Report};
 
 /// MiB written and read, in 4 KiB chunks: one call per page and chunk.
 const WRITE_MIB: u64 = 48;

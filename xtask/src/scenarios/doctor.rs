@@ -3,8 +3,8 @@
 
 use anyhow::{Context, Result, bail, ensure};
 
+use super::harness::{Ctx, Guest};
 use crate::kernels::Kernel;
-use crate::scenarios::{Ctx, Guest};
 
 /// `hotprof doctor` on each kernel: kprobes everywhere (every scenario attaches them); fentry
 /// everywhere, 5.10 included (`getpid_exact_fentry` attaches `__do_sys_getpid` there); task
