@@ -7,8 +7,11 @@
 #![no_std]
 #![no_main]
 
+mod config;
+mod counters;
 mod filter;
 mod frames;
+mod hist;
 mod keys;
 mod probes;
 mod raw_syscalls;

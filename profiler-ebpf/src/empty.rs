@@ -33,7 +33,8 @@ use aya_ebpf::{
 };
 use profiler_common::{NUM_BUCKETS, bucket_index};
 
-use crate::frames::{elapsed, now_ns};
+use crate::config::now_ns;
+use crate::frames::elapsed;
 use crate::kfunc::{session_cookie, session_is_return};
 use crate::raw_syscalls::traced_slot;
 use crate::task_storage::TaskStorage;

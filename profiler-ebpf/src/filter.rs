@@ -10,7 +10,7 @@ use profiler_common::{
     keys::{errno_of, field, op},
 };
 
-use crate::frames::{config, per_call};
+use crate::config::{config, per_call};
 use crate::keys::{EntryContext, ExitContext, entry_field};
 
 const NO_CONDITION: FilterCond = FilterCond {

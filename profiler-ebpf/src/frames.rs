@@ -4,59 +4,27 @@ use aya_ebpf::{
     bindings::{BPF_F_USER_STACK, BPF_NOEXIST},
     helpers::{
         bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid,
-        bpf_get_prandom_u32, bpf_get_smp_processor_id, bpf_ktime_get_ns,
+        bpf_get_prandom_u32, bpf_get_smp_processor_id,
     },
     macros::map,
-    maps::{HashMap, PerCpuArray, PerCpuHashMap, StackTrace},
+    maps::{HashMap, PerCpuHashMap, StackTrace},
     programs::tracing::StackIdContext,
 };
 use profiler_common::{
-    Call, Counter, FRAME_FILTERED_OUT, FRAME_OUTSIDE_PARENT, Frame, HIST_CHUNKS, HistChunk,
-    MAX_DEPTH, NUM_COUNTERS, STACK_NOT_SAMPLED, StackCapture, StackKey, StackTotals, TaskFrames,
-    hist_position, histogram::HIST_CHUNK_BUCKETS,
+    Call, Counter, FRAME_FILTERED_OUT, FRAME_OUTSIDE_PARENT, Frame, MAX_DEPTH, STACK_NOT_SAMPLED,
+    StackCapture, StackKey, StackTotals, TaskFrames,
 };
 
+use crate::config::{
+    CAPTURE_STACKS, CHILD_SLOTS, EXCLUDE_TGID, FILTER_CGROUP, FILTER_COMM, FILTER_CPU,
+    FILTER_TGIDS, FILTER_TID, STACK_SAMPLE_EVERY, TRACK_OFF_CPU, config, now_ns, per_call,
+};
+use crate::counters::count;
 use crate::filter;
+use crate::hist::record_into;
 use crate::keys::{self, EntryContext, ExitContext};
 use crate::slowest;
 use crate::store::{self, TaskId};
-
-// Run configuration, written by userspace into .rodata before load.
-/// 1: only tasks whose tgid is in `TGIDS` (a workload's process tree or `--pid`).
-#[unsafe(no_mangle)]
-static FILTER_TGIDS: u8 = 0;
-/// Never trace this thread group: hotprof itself.
-#[unsafe(no_mangle)]
-static EXCLUDE_TGID: u32 = 0;
-/// Non-zero: only this thread id (`--tid`).
-#[unsafe(no_mangle)]
-static FILTER_TID: u32 = 0;
-/// `u32::MAX`: any CPU; else only calls entered on this CPU (`--cpu`).
-#[unsafe(no_mangle)]
-static FILTER_CPU: u32 = u32::MAX;
-/// Non-zero: only tasks in this cgroup v2 id (`--cgroup`).
-#[unsafe(no_mangle)]
-static FILTER_CGROUP: u64 = 0;
-/// Non-empty (first byte non-zero): only tasks with this exact comm (`--comm`).
-#[unsafe(no_mangle)]
-static FILTER_COMM: [u8; 16] = [0; 16];
-/// `--children`: bit `f` set for each function slot `f` (< 64) timed only inside a parent:
-/// inside an open frame of a slot whose bit is clear.
-#[unsafe(no_mangle)]
-static CHILD_SLOTS: u64 = 0;
-/// Calls faster than this are counted in `below_min` only (`--min-latency`).
-#[unsafe(no_mangle)]
-static MIN_LATENCY_NS: u64 = 0;
-/// 1: account off-CPU time inside open frames (`--off-cpu`).
-#[unsafe(no_mangle)]
-pub(crate) static TRACK_OFF_CPU: u8 = 0;
-
-/// A [`StackCapture`] (`--stacks`, `--user-stacks`), as its `u8`.
-#[unsafe(no_mangle)]
-static CAPTURE_STACKS: u8 = StackCapture::None as u8;
-/// `--stacks-every N`: the stacks of a random 1 in N calls are walked (1: every call).
-#[unsafe(no_mangle)]
-static STACK_SAMPLE_EVERY: u32 = 1;
 
 /// Stacks captured at entry (`--stacks`); sized by userspace.
 #[map]
@@ -65,60 +33,9 @@ pub(crate) static STACKS: StackTrace = StackTrace::with_max_entries(1, 0);
 #[map]
 static STACK_TOTALS: PerCpuHashMap<StackKey, StackTotals> = PerCpuHashMap::with_max_entries(1, 0);
 
-/// Per slot (function or `--by` key), its histogram in chunks of a power of two's buckets,
-/// each with the aggregates of the calls it counts (`hist_position`); resized by userspace.
-#[map]
-static HIST: PerCpuArray<HistChunk> = PerCpuArray::with_max_entries(HIST_CHUNKS, 0);
-/// Per slot, this CPU's `HIST` chunks that hold a call, as bits (chunk `c`: bit `c`), so a
-/// snapshot reads only those; resized by userspace to the number of slots.
-#[map]
-static OCCUPIED: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
-/// Loss and bookkeeping counters, indexed by [`Counter`].
-#[map]
-static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(NUM_COUNTERS, 0);
 /// Thread-group ids to trace when `FILTER_TGIDS` is set.
 #[map]
 pub(crate) static TGIDS: HashMap<u32, u8> = HashMap::with_max_entries(65536, 0);
-
-#[inline(always)]
-pub(crate) fn config<T: Copy>(value: &T) -> T {
-    // SAFETY: `value` is a reference, so it is valid, aligned and initialised for a read of
-    // `T`. Volatile only so that the compiler keeps the read instead of folding in the
-    // default: userspace rewrites these .rodata globals before load.
-    unsafe { core::ptr::read_volatile(value) }
-}
-
-/// A per-call option: one that entries or returns read on every call (`--cpu`, `--cgroup`,
-/// `--comm`, `--children`, `--min-latency`, `--off-cpu`, `--stacks`, `--by`, `--slowest`,
-/// `--filter`). Each such `.rodata` load costs every call its instructions even when the
-/// option is off (~90 per call in all, a TCG count: `cargo xtask bench --only insns`), so the
-/// `profiler-plain` object ([`crate::PLAIN`]), loaded for runs that set none of them, reads
-/// the static's initializer (the option's default) instead: LLVM folds it, and the option's
-/// code with it. Userspace loads that object only for runs that leave all of them at their
-/// defaults (`ProbeConfig::sets_per_call_options`).
-#[inline(always)]
-pub(crate) fn per_call<T: Copy>(value: &T) -> T {
-    if crate::PLAIN { *value } else { config(value) }
-}
-
-/// `bpf_ktime_get_ns()`: CLOCK_MONOTONIC in nanoseconds. Inlined, so each call site compiles
-/// to the helper call it replaces.
-#[inline(always)]
-pub(crate) fn now_ns() -> u64 {
-    // SAFETY: the helper takes no arguments and touches no memory (it only returns the
-    // clock), and every program type here may call it.
-    unsafe { bpf_ktime_get_ns() }
-}
-
-#[inline(always)]
-pub(crate) fn count(counter: Counter, n: u64) {
-    if let Some(slot) = COUNTERS.get_ptr_mut(counter as u32) {
-        // SAFETY: `slot` is the non-null result of a lookup: this CPU's u64 in the map, valid
-        // and aligned while the program runs. No other CPU writes it, and the program cannot
-        // move to another CPU meanwhile (BPF programs run with migration disabled).
-        unsafe { *slot += n };
-    }
-}
 
 /// Does the current task pass the user's filters? The process-level ones (hotprof itself,
 /// `--tid`, the traced process tree) hold for a task's whole life, so they are checked once per
@@ -607,67 +524,6 @@ fn add_to_existing_stack(key: &StackKey, duration: u64) -> bool {
     totals.total_ns += duration;
     totals.count += 1;
     true
-}
-
-/// Adds a finished call to its function's aggregates (or a `--by` key's, whose slots follow
-/// the functions'); false when it was not recorded (below `--min-latency` or no slot).
-/// A BPF-to-BPF call, for the `--by` key slots: inlined there, the 5.10 verifier lost
-/// track of a map value pointer. The function's own slot is recorded inline
-/// ([`record_into`]): as a call it cost a call, spills and a `Call` on the stack each time.
-#[inline(never)]
-pub(crate) fn record(slot: u32, call: &Call) -> bool {
-    record_into(slot, call, per_call(&TRACK_OFF_CPU) != 0)
-}
-
-/// [`record`], inlined: one lookup, of the `HIST` element holding the call's bucket and the
-/// aggregates of the calls in it. A missing slot is counted.
-#[inline(always)]
-pub(crate) fn record_into(slot: u32, call: &Call, track_off_cpu: bool) -> bool {
-    let position = hist_position(slot, call.duration);
-    let Some(element) = HIST.get_ptr_mut(position.element) else {
-        core::hint::cold_path();
-        count(Counter::SlotMissing, 1);
-        return false;
-    };
-    // SAFETY: `element` is the non-null result of a lookup: this CPU's HistChunk in HIST,
-    // valid and aligned while the program runs, written only from this CPU (the program runs
-    // with migration disabled); the reference lives for this call alone.
-    let element = unsafe { &mut *element };
-    let stats = &mut element.stats;
-    if call.duration < per_call(&MIN_LATENCY_NS) {
-        if stats.below_min == 0 {
-            mark_occupied(slot, position.chunk);
-        }
-        stats.below_min += 1;
-        return false;
-    }
-    // The mask is for the verifier: the index is below the length.
-    element.buckets[position.index & (HIST_CHUNK_BUCKETS as usize - 1)] += 1;
-    stats.add(call, track_off_cpu);
-    // The chunk's first timed call. Last, and its chunk found again from the one call's
-    // duration: a lookup in the middle, or the chunk kept until here, made the call's
-    // values spill to the stack on every call.
-    // SAFETY: `stats.count` is a valid, aligned u64 of this CPU's element, written above.
-    // Volatile, a load from the element: LLVM otherwise kept the count from before the
-    // update, spilled to the stack across the update.
-    if unsafe { core::ptr::read_volatile(&stats.count) } == 1 {
-        core::hint::cold_path();
-        mark_occupied(slot, hist_position(slot, stats.max_ns).chunk);
-    }
-    true
-}
-
-/// Sets chunk `chunk`'s bit in slot `slot`'s `OCCUPIED` mask, at the chunk's first call on
-/// this CPU: a second lookup only then.
-#[inline(always)]
-fn mark_occupied(slot: u32, chunk: u32) {
-    let Some(mask) = OCCUPIED.get_ptr_mut(slot) else {
-        count(Counter::SlotMissing, 1);
-        return;
-    };
-    // SAFETY: `mask` is the non-null result of a lookup: this CPU's u64 in OCCUPIED, valid
-    // and aligned while the program runs, written only from this CPU.
-    unsafe { *mask |= 1 << (chunk & 63) };
 }
 
 /// `sched_switch` bookkeeping for `--off-cpu`: time a task with open frames spends switched

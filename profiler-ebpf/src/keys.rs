@@ -19,7 +19,9 @@ use profiler_common::{
     keys::{errno_of, field, log2_class},
 };
 
-use crate::frames::{config, count, per_call, record};
+use crate::config::{config, per_call};
+use crate::counters::count;
+use crate::hist::record;
 
 /// Field codes of the key (`--by`), in order; all zero without `--by`.
 #[unsafe(no_mangle)]

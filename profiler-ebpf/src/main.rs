@@ -9,7 +9,7 @@
 //! - `profiler` (this file): task-local storage (`store/task_local.rs`), Linux 5.11 with
 //!   kernel BTF, whatever the mode. It also holds the bench's empty and timing-floor probes.
 //! - `profiler-plain` (`plain.rs`): the same, with every per-call option fixed at its
-//!   default (`frames::per_call`), for the runs that set none: the common case pays no
+//!   default (`config::per_call`), for the runs that set none: the common case pays no
 //!   instruction for the options it does not use.
 //! - `profiler-compat` (`compat.rs`): a hash map keyed by task (`store/hash_map.rs`),
 //!   for kernels without task storage (5.10 and older, or built without BTF). Userspace loads

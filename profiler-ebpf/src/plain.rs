@@ -1,6 +1,6 @@
 //! hotprof's eBPF programs for the runs that set no per-call option: the main object's
 //! programs (`main.rs`, task-local storage) with every per-call option fixed at its default
-//! at compile time ([`PLAIN`], `frames::per_call`), so a plain `hotprof --fn F` pays no
+//! at compile time ([`PLAIN`], `config::per_call`), so a plain `hotprof --fn F` pays no
 //! instruction for `--cpu`, `--cgroup`, `--comm`, `--children`, `--min-latency`, `--off-cpu`,
 //! `--stacks`, `--by`, `--slowest` or `--filter`. Built as the `profiler-plain` object;
 //! userspace loads it instead of `profiler` when the run sets none of them. The bench's empty

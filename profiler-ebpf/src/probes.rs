@@ -17,7 +17,9 @@ use aya_ebpf::{
 
 use profiler_common::Counter;
 
-use crate::frames::{ReturnOf, TGIDS, config, count, enter, leave, on_exit};
+use crate::config::config;
+use crate::counters::count;
+use crate::frames::{ReturnOf, TGIDS, enter, leave, on_exit};
 use crate::keys::{EntryContext, ExitContext};
 use crate::store;
 

@@ -19,7 +19,8 @@ use aya_ebpf::{
     programs::RawTracePointContext,
 };
 
-use crate::frames::{ReturnOf, config, enter, leave};
+use crate::config::config;
+use crate::frames::{ReturnOf, enter, leave};
 use crate::keys::{EntryContext, ExitContext};
 
 /// Syscall numbers the table covers: x86-64's numbers stay below 512 (about 470 in 6.x). x32

@@ -10,7 +10,9 @@ use aya_ebpf::{
 };
 use profiler_common::{Counter, StackKey, StackTotals};
 
-use crate::frames::{STACKS, config, count, stack_error, wanted};
+use crate::config::config;
+use crate::counters::count;
+use crate::frames::{STACKS, stack_error, wanted};
 use crate::store;
 
 /// 1: only samples of tasks with a probed frame open (`hotprof sample --inside F`, F being

@@ -17,7 +17,10 @@ use core::{arch::asm, ffi::c_void};
 use aya_ebpf::{EbpfContext, helpers::bpf_get_current_pid_tgid, programs::ProbeContext};
 use profiler_common::{Call, Counter, TGID_BIT_WORDS};
 
-use crate::frames::{count, elapsed, now_ns, record_into, traced_tgid, wanted_with};
+use crate::config::now_ns;
+use crate::counters::count;
+use crate::frames::{elapsed, traced_tgid, wanted_with};
+use crate::hist::record_into;
 use crate::kfunc::{session_cookie, session_is_return};
 
 /// The link's one function's slot. Not its attach cookie: `bpf_get_attach_cookie` searches the

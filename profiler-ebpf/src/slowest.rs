@@ -11,7 +11,7 @@ use aya_ebpf::{
 };
 use profiler_common::{SLOWEST_MAX, SlowCall};
 
-use crate::frames::{config, per_call};
+use crate::config::{config, per_call};
 
 /// Calls kept per function and CPU (0: `--slowest` is off).
 #[unsafe(no_mangle)]

@@ -3,8 +3,11 @@
 // root has (`object_items.rs`).
 // Each root adds its own `PLAIN` (and `main.rs` the bench's probes).
 
+mod config;
+mod counters;
 mod filter;
 mod frames;
+mod hist;
 mod keys;
 mod kfunc;
 mod probes;
