@@ -68,10 +68,10 @@ fn version_env() {
     println!("cargo:rustc-env=HOTPROF_AYA_VERSION={aya}");
     let out_dir = env::var_os("OUT_DIR").map(PathBuf::from);
     let objects = out_dir.and_then(|dir| {
-        let main = std::fs::read(dir.join("profiler")).ok()?;
-        let plain = std::fs::read(dir.join("profiler-plain")).ok()?;
-        let compat = std::fs::read(dir.join("profiler-compat")).ok()?;
-        Some([main, plain, compat])
+        OBJECTS
+            .iter()
+            .map(|object| std::fs::read(dir.join(object)).ok())
+            .collect::<Option<Vec<_>>>()
     });
     let id = objects.map_or_else(|| "unknown".into(), |objects| object_id(&objects));
     println!("cargo:rustc-env=HOTPROF_EBPF_ID={id}");
@@ -154,19 +154,111 @@ fn object_id(objects: &[Vec<u8>]) -> String {
     format!("{:012x}", hash >> 16)
 }
 
+/// The objects the eBPF build makes, as `loader.rs` embeds them.
+const OBJECTS: [&str; 3] = ["profiler", "profiler-plain", "profiler-compat"];
+
 fn build() -> anyhow::Result<()> {
     let root_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../profiler-ebpf");
+    let out_dir = PathBuf::from(env::var_os("OUT_DIR").context("OUT_DIR is not set")?);
+    // Built once per source state: clippy, the unit tests and the guest build each have their
+    // own OUT_DIR, and each built the same three objects again (three full eBPF builds in a
+    // clean `cargo xtask test`).
+    let cached = object_key().map(|key| cache_root().join(key));
+    if let Some(dir) = &cached
+        && OBJECTS.iter().all(|object| dir.join(object).is_file())
+    {
+        // What aya-build would have said: rebuild when the eBPF sources change.
+        println!("cargo:rerun-if-changed={root_dir}");
+        for object in OBJECTS {
+            std::fs::copy(dir.join(object), out_dir.join(object))
+                .with_context(|| format!("cannot copy {object} from {}", dir.display()))?;
+        }
+        return Ok(());
+    }
     let package = aya_build::Package {
         name: "profiler-ebpf",
         root_dir,
         ..Default::default()
     };
     aya_build::build_ebpf([package], aya_build::Toolchain::default())?;
-    let out_dir = PathBuf::from(env::var_os("OUT_DIR").context("OUT_DIR is not set")?);
-    for object in ["profiler", "profiler-plain", "profiler-compat"] {
+    for object in OBJECTS {
         slim_object(&out_dir.join(object))?;
     }
+    if let Some(dir) = cached {
+        // A cache only: a failure to fill it costs the next build its time, nothing else.
+        let _ = store_objects(&out_dir, &dir);
+    }
     Ok(())
+}
+
+/// Where built objects are kept, one directory per [`object_key`].
+fn cache_root() -> PathBuf {
+    env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target")))
+        .join("ebpf-objects")
+}
+
+/// A key for everything the objects are made from: the eBPF and shared crates' sources,
+/// Cargo.lock, this script (which slims them), the nightly compiler and bpf-linker, and the
+/// target they are built for. `None` when a part cannot be read: then nothing is cached.
+fn object_key() -> Option<String> {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut parts: Vec<Vec<u8>> = Vec::new();
+    for dir in ["../profiler-ebpf", "../profiler-common"] {
+        let mut files = Vec::new();
+        list_files(&manifest.join(dir), &mut files).ok()?;
+        files.sort();
+        for file in files {
+            parts.push(file.to_string_lossy().into_owned().into_bytes());
+            parts.push(std::fs::read(&file).ok()?);
+        }
+    }
+    for file in ["../Cargo.lock", "build.rs"] {
+        parts.push(std::fs::read(manifest.join(file)).ok()?);
+    }
+    let tool = |program: &str, args: &[&str]| -> Option<Vec<u8>> {
+        let output = Command::new(program).args(args).output().ok()?;
+        output.status.success().then_some(output.stdout)
+    };
+    parts.push(tool("rustup", &["run", "nightly", "rustc", "-vV"])?);
+    parts.push(tool("bpf-linker", &["--version"])?);
+    for var in [
+        "CARGO_CFG_TARGET_ARCH",
+        "CARGO_CFG_TARGET_ENDIAN",
+        "RUSTC_BOOTSTRAP",
+    ] {
+        parts.push(env::var(var).unwrap_or_default().into_bytes());
+    }
+    Some(object_id(&parts))
+}
+
+/// Every file under `dir`.
+fn list_files(dir: &Path, files: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            list_files(&path, files)?;
+        } else {
+            files.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// Copies the objects into `dir` through a directory of this process's own, renamed into
+/// place, so that two builds at once never see half a cache entry.
+fn store_objects(out_dir: &Path, dir: &Path) -> std::io::Result<()> {
+    let staging = dir.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::create_dir_all(&staging)?;
+    for object in OBJECTS {
+        std::fs::copy(out_dir.join(object), staging.join(object))?;
+    }
+    let renamed = std::fs::rename(&staging, dir);
+    if renamed.is_err() {
+        let _ = std::fs::remove_dir_all(&staging);
+    }
+    renamed
 }
 
 /// Drops what the loader never needs from an eBPF object: the DWARF bpf-linker made the BTF
