@@ -196,17 +196,18 @@ pub fn one_line(error: &dyn std::error::Error) -> String {
     }
 }
 
+/// Errors as the kernel and aya give them, for the tests of `attach/`.
 #[cfg(test)]
-mod tests {
+pub(super) mod testing {
     use aya::programs::ProgramError;
 
-    use super::*;
+    use super::AttachError;
 
-    fn io_error(errno: i32) -> std::io::Error {
+    pub fn io_error(errno: i32) -> std::io::Error {
         std::io::Error::from_raw_os_error(errno)
     }
 
-    fn load_error(verifier_log: &str) -> ProgramError {
+    pub fn load_error(verifier_log: &str) -> ProgramError {
         ProgramError::LoadError {
             io_error: io_error(libc::EINVAL),
             verifier_log: aya_obj::VerifierLog::new(verifier_log.into()),
@@ -214,9 +215,17 @@ mod tests {
     }
 
     /// The error hotprof prints: the error and its sources joined with ": " (`{:#}`).
-    fn printed(error: AttachError) -> String {
+    pub fn printed(error: AttachError) -> String {
         format!("{:#}", anyhow::Error::new(error))
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use aya::programs::ProgramError;
+
+    use super::testing::{io_error, load_error, printed};
+    use super::*;
 
     #[test]
     fn errors_with_a_reason_print_as_one_line_that_ends_with_it() {

@@ -639,6 +639,7 @@ fn tracking_hooks(store: TaskStore, off_cpu: bool, follow_forks: bool) -> Vec<Ho
 
 #[cfg(test)]
 mod tests {
+    use super::super::error::testing::{io_error, load_error, printed};
     use super::*;
 
     #[test]
@@ -688,22 +689,6 @@ mod tests {
 
     fn no_release() -> String {
         panic!("the kernel release is only looked up for an error that names it")
-    }
-
-    fn io_error(errno: i32) -> std::io::Error {
-        std::io::Error::from_raw_os_error(errno)
-    }
-
-    fn load_error(verifier_log: &str) -> ProgramError {
-        ProgramError::LoadError {
-            io_error: io_error(libc::EINVAL),
-            verifier_log: aya_obj::VerifierLog::new(verifier_log.into()),
-        }
-    }
-
-    /// The error hotprof prints: the error and its sources joined with ": " (`{:#}`).
-    fn printed(error: AttachError) -> String {
-        format!("{:#}", anyhow::Error::new(error))
     }
 
     #[test]
