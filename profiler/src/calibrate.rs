@@ -109,27 +109,14 @@ const PATHS: [CalibrationPath; 3] = [
     },
 ];
 
-/// A path and its unprobed cost per call.
+/// What calibration needs from before the run's probes are attached: the path to calibrate
+/// on (for entry probes and tracepoints, or one with calls for call-site mode) and its
+/// unprobed cost per call.
 #[derive(Debug)]
-struct Timed {
+pub struct Baseline {
     path: &'static CalibrationPath,
     bare_ns: f64,
 }
-
-impl Timed {
-    fn new(path: &'static CalibrationPath) -> Self {
-        Self {
-            path,
-            bare_ns: best_of_rounds(path, std::time::Duration::ZERO),
-        }
-    }
-}
-
-/// What calibration needs from before the run's probes are attached: the path to calibrate
-/// on (for entry probes and tracepoints, or one with calls for call-site mode) and its
-/// unprobed cost.
-#[derive(Debug)]
-pub struct Baseline(Timed);
 
 /// Everything a calibration needs, kept from the run's attach until it is measured: right
 /// after attaching (`serve`, whose overhead is exported while it runs), or once the run's
@@ -167,19 +154,20 @@ impl Calibration {
 }
 
 /// Picks the first calibration path the run does not probe (by symbol or syscall name; one
-/// with calls when the run is in call-site mode, `at_call_sites`) and times it unprobed. Call it before attaching anything: with the run's probes attached, the
-/// baseline would already hold part of the cost. A run that probes every path is calibrated
-/// on the first, and its own probes there are counted in the overhead too.
+/// with calls when the run is in call-site mode, `at_call_sites`) and times it unprobed. Call
+/// it before attaching anything: with the run's probes attached, the baseline would already
+/// hold part of the cost. A run that probes every path is calibrated on the first, and its own
+/// probes there are counted in the overhead too.
 pub fn baseline(
     probed_symbols: &[&str],
     probed_syscalls: &[String],
     at_call_sites: bool,
 ) -> Baseline {
-    Baseline(Timed::new(choose_path(
-        probed_symbols,
-        probed_syscalls,
-        at_call_sites,
-    )))
+    let path = choose_path(probed_symbols, probed_syscalls, at_call_sites);
+    Baseline {
+        path,
+        bare_ns: best_of_rounds(path, std::time::Duration::ZERO),
+    }
 }
 
 /// The first path the run does not probe (with calls to time, for call-site mode).
@@ -351,8 +339,7 @@ pub fn measure(
         main_object: run.sets_per_call_options(),
         ..Default::default()
     };
-    let timed = &baseline.0;
-    let path = timed.path;
+    let path = baseline.path;
     // Tried before the object below is loaded: its own probes must not count the tries.
     let site = match mode {
         AttachedMode::Callsite => {
@@ -428,7 +415,7 @@ pub fn measure(
     }
     let in_window_ns = calls.map_or(0, |f| f.min_ns) as f64;
     Ok(Overhead {
-        per_call_ns: (probed - timed.bare_ns).max(0.0),
+        per_call_ns: (probed - baseline.bare_ns).max(0.0),
         in_window_ns,
     })
 }
