@@ -164,6 +164,9 @@ pub struct VmOutcome {
     pub boot_time: Duration,
     /// From starting qemu to qemu exiting.
     pub total_time: Duration,
+    /// Boots started again because the guest died while booting (TCG's cross-modifying-code
+    /// race; said on stderr as "booting it again").
+    pub reboots: u32,
 }
 
 impl VmOutcome {
@@ -187,11 +190,18 @@ pub fn run(run: &VmRun) -> Result<VmOutcome> {
     remove_stale_scratch();
     let mut accel = resolve_accel(run.accel, &run.qemu);
     let mut boots_left = 2;
+    let mut reboots = 0;
     loop {
         match attempt(run, &kernel, &base, accel)? {
-            Verdict::Finished(outcome) => return Ok(*outcome),
+            Verdict::Finished(outcome) => {
+                return Ok(VmOutcome {
+                    reboots,
+                    ..*outcome
+                });
+            }
             Verdict::RetryBoot(why) if boots_left > 1 => {
                 boots_left -= 1;
+                reboots += 1;
                 eprintln!("note: {why}; booting it again");
             }
             Verdict::RetryBoot(why) => bail!("{why}, twice"),
@@ -371,6 +381,7 @@ fn attempt(
         accel,
         boot_time: state.ready_at.unwrap_or(total_time),
         total_time,
+        reboots: 0,
     })))
 }
 
