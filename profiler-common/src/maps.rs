@@ -314,6 +314,55 @@ pub mod names {
     pub const NEXT_KEY_SLOT: &str = "NEXT_KEY_SLOT";
 }
 
+/// The names of the eBPF objects' `.rodata` globals that userspace sets at load time (the
+/// statics of `profiler-ebpf/src/config.rs`, whose identifiers are these names: a symbol name
+/// cannot come from a constant there, and aya refuses a load that names a missing global).
+pub mod globals {
+    pub const FILTER_TGIDS: &str = "FILTER_TGIDS";
+    pub const FILTER_TID: &str = "FILTER_TID";
+    pub const EXCLUDE_TGID: &str = "EXCLUDE_TGID";
+    pub const FILTER_CPU: &str = "FILTER_CPU";
+    pub const FILTER_CGROUP: &str = "FILTER_CGROUP";
+    pub const FILTER_COMM: &str = "FILTER_COMM";
+    pub const MIN_LATENCY_NS: &str = "MIN_LATENCY_NS";
+    pub const TRACK_OFF_CPU: &str = "TRACK_OFF_CPU";
+    pub const CAPTURE_STACKS: &str = "CAPTURE_STACKS";
+    pub const STACK_SAMPLE_EVERY: &str = "STACK_SAMPLE_EVERY";
+    pub const FORK_CHILD_PID_OFFSET: &str = "FORK_CHILD_PID_OFFSET";
+    pub const THREAD_INFO_STATUS_OFFSET: &str = "THREAD_INFO_STATUS_OFFSET";
+    pub const BY_FIELDS: &str = "BY_FIELDS";
+    pub const MAX_KEYS: &str = "MAX_KEYS";
+    pub const KEY_SLOT_BASE: &str = "KEY_SLOT_BASE";
+    pub const SLOWEST_N: &str = "SLOWEST_N";
+    pub const FILTERS: &str = "FILTERS";
+    pub const CHILD_SLOTS: &str = "CHILD_SLOTS";
+    pub const SAMPLE_INSIDE: &str = "SAMPLE_INSIDE";
+    pub const FILTER_COMM_VALUE: &str = "FILTER_COMM_VALUE";
+    /// Every name above, in the order the loader sets them.
+    pub const ALL: [&str; 20] = [
+        FILTER_TGIDS,
+        FILTER_TID,
+        EXCLUDE_TGID,
+        FILTER_CPU,
+        FILTER_CGROUP,
+        FILTER_COMM,
+        MIN_LATENCY_NS,
+        TRACK_OFF_CPU,
+        CAPTURE_STACKS,
+        STACK_SAMPLE_EVERY,
+        FORK_CHILD_PID_OFFSET,
+        THREAD_INFO_STATUS_OFFSET,
+        BY_FIELDS,
+        MAX_KEYS,
+        KEY_SLOT_BASE,
+        SLOWEST_N,
+        FILTERS,
+        CHILD_SLOTS,
+        SAMPLE_INSIDE,
+        FILTER_COMM_VALUE,
+    ];
+}
+
 #[cfg(feature = "user")]
 mod pod {
     // aya copies these to and from map bytes, so every byte must be initialised and any bit

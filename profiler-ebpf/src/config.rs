@@ -1,9 +1,10 @@
-//! The run's configuration as the programs read it: the `.rodata` globals userspace writes
-//! before load (`attach/loader.rs`), and how a program reads one ([`config`], [`per_call`]),
-//! plus the clock.
+//! The run's configuration as the programs read it: every `.rodata` global userspace writes
+//! before load (`attach/loader.rs`, by the names in `profiler_common::globals`), and how a
+//! program reads one ([`config`], [`per_call`]), plus the clock.
 
 use aya_ebpf::helpers::bpf_ktime_get_ns;
-use profiler_common::StackCapture;
+use profiler_common::keys::{field, op};
+use profiler_common::{BY_FIELDS_MAX, FILTER_CONDITIONS_MAX, FilterCond, StackCapture};
 
 /// 1: only tasks whose tgid is in `TGIDS` (a workload's process tree or `--pid`).
 #[unsafe(no_mangle)]
@@ -40,6 +41,50 @@ pub(crate) static CAPTURE_STACKS: u8 = StackCapture::None as u8;
 /// `--stacks-every N`: the stacks of a random 1 in N calls are walked (1: every call).
 #[unsafe(no_mangle)]
 pub(crate) static STACK_SAMPLE_EVERY: u32 = 1;
+
+// Tracepoint field offset, read by userspace from the event's `format` file: the layout
+// changed across kernels (`sched_process_fork` comms became `__data_loc` in 6.x).
+#[unsafe(no_mangle)]
+pub(crate) static FORK_CHILD_PID_OFFSET: u32 = 44;
+
+/// Offset of `thread_info.status` in `task_struct` (x86-64: `thread_info` comes first; 8
+/// before 5.11, 16 since `syscall_work` was added); userspace writes the running kernel's.
+#[unsafe(no_mangle)]
+pub(crate) static THREAD_INFO_STATUS_OFFSET: u32 = 16;
+
+/// Field codes of the key (`--by`), in order; all zero without `--by`.
+#[unsafe(no_mangle)]
+pub(crate) static BY_FIELDS: [u8; BY_FIELDS_MAX] = [0; BY_FIELDS_MAX];
+/// Key slots each CPU may use (`--max-keys`).
+#[unsafe(no_mangle)]
+pub(crate) static MAX_KEYS: u32 = 0;
+/// The first key slot in `HIST`/`OCCUPIED`: the number of function slots.
+#[unsafe(no_mangle)]
+pub(crate) static KEY_SLOT_BASE: u32 = 0;
+
+/// Calls kept per function and CPU (0: `--slowest` is off).
+#[unsafe(no_mangle)]
+pub(crate) static SLOWEST_N: u32 = 0;
+
+const NO_CONDITION: FilterCond = FilterCond {
+    field: field::NONE,
+    op: op::NONE,
+    _pad: [0; 6],
+    value: 0,
+};
+
+/// The conditions, joined by `&&`; unused ones have `op::NONE`.
+#[unsafe(no_mangle)]
+pub(crate) static FILTERS: [FilterCond; FILTER_CONDITIONS_MAX] =
+    [NO_CONDITION; FILTER_CONDITIONS_MAX];
+/// The value of a `comm` condition (NUL-padded).
+#[unsafe(no_mangle)]
+pub(crate) static FILTER_COMM_VALUE: [u8; 16] = [0; 16];
+
+/// 1: only samples of tasks with a probed frame open (`hotprof sample --inside F`, F being
+/// the one probed function).
+#[unsafe(no_mangle)]
+pub(crate) static SAMPLE_INSIDE: u8 = 0;
 
 #[inline(always)]
 pub(crate) fn config<T: Copy>(value: &T) -> T {

@@ -10,22 +10,8 @@ use profiler_common::{
     keys::{errno_of, field, op},
 };
 
-use crate::config::{config, per_call};
+use crate::config::{FILTER_COMM_VALUE, FILTERS, config, per_call};
 use crate::keys::{EntryContext, ExitContext, entry_field};
-
-const NO_CONDITION: FilterCond = FilterCond {
-    field: field::NONE,
-    op: op::NONE,
-    _pad: [0; 6],
-    value: 0,
-};
-
-/// The conditions, joined by `&&`; unused ones have `op::NONE`.
-#[unsafe(no_mangle)]
-static FILTERS: [FilterCond; FILTER_CONDITIONS_MAX] = [NO_CONDITION; FILTER_CONDITIONS_MAX];
-/// The value of a `comm` condition (NUL-padded).
-#[unsafe(no_mangle)]
-static FILTER_COMM_VALUE: [u8; 16] = [0; 16];
 
 /// Condition `index`, read field by field from `.rodata` so the verifier knows each value.
 #[inline(always)]

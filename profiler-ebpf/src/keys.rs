@@ -19,19 +19,9 @@ use profiler_common::{
     keys::{errno_of, field, log2_class},
 };
 
-use crate::config::{config, per_call};
+use crate::config::{BY_FIELDS, KEY_SLOT_BASE, MAX_KEYS, config, per_call};
 use crate::counters::count;
 use crate::hist::record;
-
-/// Field codes of the key (`--by`), in order; all zero without `--by`.
-#[unsafe(no_mangle)]
-static BY_FIELDS: [u8; BY_FIELDS_MAX] = [0; BY_FIELDS_MAX];
-/// Key slots each CPU may use (`--max-keys`).
-#[unsafe(no_mangle)]
-static MAX_KEYS: u32 = 0;
-/// The first key slot in `HIST`/`OCCUPIED`: the number of function slots.
-#[unsafe(no_mangle)]
-static KEY_SLOT_BASE: u32 = 0;
 
 /// Each key's slot on each CPU, plus one (0: none yet on that CPU); sized by userspace.
 #[map]

@@ -17,7 +17,7 @@ use aya_ebpf::{
 
 use profiler_common::Counter;
 
-use crate::config::config;
+use crate::config::{FORK_CHILD_PID_OFFSET, config};
 use crate::counters::count;
 use crate::frames::{ReturnOf, TGIDS, enter, leave, on_exit};
 use crate::keys::{EntryContext, ExitContext};
@@ -173,11 +173,6 @@ impl ExitContext for TracePointContext {
 /// [`KPROBE_SLOTS`]: profiler_common::KPROBE_SLOTS
 #[map]
 static FUNC_IPS: HashMap<u64, u32> = HashMap::with_max_entries(1, 0);
-
-// Tracepoint field offset, read by userspace from the event's `format` file: the layout
-// changed across kernels (`sched_process_fork` comms became `__data_loc` in 6.x).
-#[unsafe(no_mangle)]
-static FORK_CHILD_PID_OFFSET: u32 = 44;
 
 /// kprobe at function entry, shared by the functions beyond the slots: one hash lookup per
 /// call to find the function id. Minimum kernel 5.15 (`bpf_get_func_ip` for kprobes).

@@ -19,7 +19,7 @@ use aya_ebpf::{
     programs::RawTracePointContext,
 };
 
-use crate::config::config;
+use crate::config::{THREAD_INFO_STATUS_OFFSET, config};
 use crate::frames::{ReturnOf, enter, leave};
 use crate::keys::{EntryContext, ExitContext};
 
@@ -32,10 +32,6 @@ pub(crate) const RAW_SYSCALL_NUMBERS: u32 = 512;
 #[map]
 pub(crate) static RAW_SYSCALL_SLOTS: Array<u32> = Array::with_max_entries(RAW_SYSCALL_NUMBERS, 0);
 
-/// Offset of `thread_info.status` in `task_struct` (x86-64: `thread_info` comes first; 8
-/// before 5.11, 16 since `syscall_work` was added); userspace writes the running kernel's.
-#[unsafe(no_mangle)]
-static THREAD_INFO_STATUS_OFFSET: u32 = 16;
 /// `TS_COMPAT` in `thread_info.status`: a 32-bit syscall (int 0x80, sysenter, or a 32-bit
 /// process's syscall) is running, whose numbers are the i386 table's, not x86-64's.
 pub(crate) const TS_COMPAT: u32 = 0x0002;

@@ -10,15 +10,10 @@ use aya_ebpf::{
 };
 use profiler_common::{Counter, StackKey, StackTotals};
 
-use crate::config::config;
+use crate::config::{SAMPLE_INSIDE, config};
 use crate::counters::count;
 use crate::frames::{STACKS, stack_error, wanted};
 use crate::store;
-
-/// 1: only samples of tasks with a probed frame open (`hotprof sample --inside F`, F being
-/// the one probed function).
-#[unsafe(no_mangle)]
-static SAMPLE_INSIDE: u8 = 0;
 
 /// Samples per stack; `total_ns` is unused (0), `count` is the number of samples.
 #[map]

@@ -11,11 +11,7 @@ use aya_ebpf::{
 };
 use profiler_common::{SLOWEST_MAX, SlowCall};
 
-use crate::config::{config, per_call};
-
-/// Calls kept per function and CPU (0: `--slowest` is off).
-#[unsafe(no_mangle)]
-static SLOWEST_N: u32 = 0;
+use crate::config::{SLOWEST_N, config, per_call};
 
 /// The kept calls, `func * SLOWEST_MAX + i`; sized by userspace.
 #[map]

@@ -15,7 +15,7 @@ use std::path::Path;
 use aya::{Ebpf, EbpfError, EbpfLoader, maps::MapError};
 use profiler_common::{
     BY_FIELDS_MAX, FILTER_CONDITIONS_MAX, FilterCond, HIST_CHUNKS, SLOT_PROGRAMS, SLOWEST_MAX,
-    StackCapture, keys::op, names,
+    StackCapture, globals, keys::op, names,
 };
 
 use super::{TracepointOffsets, one_line};
@@ -220,26 +220,30 @@ pub fn load_object(config: &ProbeConfig, store: TaskStore) -> Result<Ebpf, EbpfE
         TaskStore::HashMap => raise_memlock_limit(),
     }
     loader
-        .override_global("FILTER_TGIDS", &filter_tgids, true)
-        .override_global("FILTER_TID", &tid, true)
-        .override_global("EXCLUDE_TGID", &exclude, true)
-        .override_global("FILTER_CPU", &cpu, true)
-        .override_global("FILTER_CGROUP", &cgroup, true)
-        .override_global("FILTER_COMM", &comm, true)
-        .override_global("MIN_LATENCY_NS", &config.min_latency_ns, true)
-        .override_global("TRACK_OFF_CPU", &off_cpu, true)
-        .override_global("CAPTURE_STACKS", &capture_stacks, true)
-        .override_global("STACK_SAMPLE_EVERY", &stack_sample_every, true)
-        .override_global("FORK_CHILD_PID_OFFSET", &child_pid, true)
-        .override_global("THREAD_INFO_STATUS_OFFSET", &thread_info_status, true)
-        .override_global("BY_FIELDS", &config.by, true)
-        .override_global("MAX_KEYS", &config.max_keys, true)
-        .override_global("KEY_SLOT_BASE", &key_base, true)
-        .override_global("SLOWEST_N", &config.slowest, true)
-        .override_global("FILTERS", &config.conditions, true)
-        .override_global("CHILD_SLOTS", &config.child_slots, true)
-        .override_global("SAMPLE_INSIDE", &sample_inside, true)
-        .override_global("FILTER_COMM_VALUE", &config.condition_comm, true)
+        .override_global(globals::FILTER_TGIDS, &filter_tgids, true)
+        .override_global(globals::FILTER_TID, &tid, true)
+        .override_global(globals::EXCLUDE_TGID, &exclude, true)
+        .override_global(globals::FILTER_CPU, &cpu, true)
+        .override_global(globals::FILTER_CGROUP, &cgroup, true)
+        .override_global(globals::FILTER_COMM, &comm, true)
+        .override_global(globals::MIN_LATENCY_NS, &config.min_latency_ns, true)
+        .override_global(globals::TRACK_OFF_CPU, &off_cpu, true)
+        .override_global(globals::CAPTURE_STACKS, &capture_stacks, true)
+        .override_global(globals::STACK_SAMPLE_EVERY, &stack_sample_every, true)
+        .override_global(globals::FORK_CHILD_PID_OFFSET, &child_pid, true)
+        .override_global(
+            globals::THREAD_INFO_STATUS_OFFSET,
+            &thread_info_status,
+            true,
+        )
+        .override_global(globals::BY_FIELDS, &config.by, true)
+        .override_global(globals::MAX_KEYS, &config.max_keys, true)
+        .override_global(globals::KEY_SLOT_BASE, &key_base, true)
+        .override_global(globals::SLOWEST_N, &config.slowest, true)
+        .override_global(globals::FILTERS, &config.conditions, true)
+        .override_global(globals::CHILD_SLOTS, &config.child_slots, true)
+        .override_global(globals::SAMPLE_INSIDE, &sample_inside, true)
+        .override_global(globals::FILTER_COMM_VALUE, &config.condition_comm, true)
         .map_max_entries(
             names::SLOWEST,
             if config.slowest > 0 {

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use crate::kernels::Kernel;
 use crate::util::fresh_dir;
-use crate::vm::{self, QemuSetup, VmOutcome, VmRun};
+use crate::vm::{self, Accel, QemuSetup, VmOutcome, VmRun};
 
 /// How the text report names the per-task store on `kernel`.
 pub fn store_words(kernel: Kernel) -> &'static str {
@@ -121,24 +121,53 @@ impl Ctx {
     /// [`Ctx::run`] for a long script: the guest may take `at_least` (or the configured
     /// timeout, if longer) before it is killed as hung.
     pub fn run_with_timeout(&mut self, script: &str, at_least: Duration) -> Result<Guest> {
-        self.launch(script, at_least, &QemuSetup::default())
+        self.launch(script, at_least, &QemuSetup::default(), Clock::Host)
     }
 
     /// [`Ctx::run`] with another qemu (a stand-in).
     pub fn run_with_qemu(&mut self, script: &str, qemu: &QemuSetup) -> Result<Guest> {
-        self.launch(script, self.timeout, qemu)
+        self.launch(script, self.timeout, qemu, Clock::Host)
     }
 
-    fn launch(&mut self, script: &str, at_least: Duration, qemu: &QemuSetup) -> Result<Guest> {
+    /// [`Ctx::run`] on qemu's instruction clock (TCG, `-icount shift=0,sleep=off`, one CPU:
+    /// 5.10 and 6.1 hang bringing up a second on this clock): the guest's clock advances
+    /// 1 ns per instruction it executes, so every duration the probes take is an instruction
+    /// count, the same in every run. On the host's clock a TCG guest's
+    /// durations drift by a third between tasks and runs (a kprobe pair's shortest getpid
+    /// call 768–832 ns in 17 threads of a 6.1 guest, 1088–1184 ns in 7 others): a check that
+    /// compares two durations measured apart needs this one.
+    pub fn run_on_instruction_clock(&mut self, script: &str) -> Result<Guest> {
+        self.launch(
+            script,
+            self.timeout,
+            &QemuSetup::default(),
+            Clock::Instructions,
+        )
+    }
+
+    fn launch(
+        &mut self,
+        script: &str,
+        at_least: Duration,
+        qemu: &QemuSetup,
+        clock: Clock,
+    ) -> Result<Guest> {
         self.runs += 1;
         let out_dir = self.out_root.join(format!("run{}", self.runs));
         fresh_dir(&out_dir)?;
-        let run = VmRun {
+        let mut run = VmRun {
             timeout: self.timeout.max(at_least),
             echo: self.echo,
             qemu: qemu.clone(),
             ..VmRun::new(self.kernel, script, out_dir)
         };
+        if clock == Clock::Instructions {
+            run.accel = Accel::Tcg;
+            // A later `-smp` overrides the default's.
+            run.extra_qemu_args = ["-icount", "shift=0,sleep=off", "-smp", "1"]
+                .map(String::from)
+                .to_vec();
+        }
         let outcome = vm::run(&run)?;
         self.last = Some(outcome.clone());
         Ok(Guest { outcome })
@@ -148,6 +177,15 @@ impl Ctx {
     pub fn last(&self) -> Option<&VmOutcome> {
         self.last.as_ref()
     }
+}
+
+/// What the guest's clock counts.
+#[derive(Clone, Copy, PartialEq)]
+enum Clock {
+    /// The host's time (qemu's default).
+    Host,
+    /// The guest's instructions (`-icount`): see [`Ctx::run_on_instruction_clock`].
+    Instructions,
 }
 
 /// A finished guest run, with assertions that explain themselves.
