@@ -289,4 +289,21 @@ mod tests {
             "No such file or directory (os error 2)"
         );
     }
+
+    #[test]
+    fn too_many_kprobes_for_the_kernel_is_one_line_naming_what_is_missing() {
+        let text = AttachError::TooManyForKprobe {
+            release: "5.10.0-30-cloud-amd64".into(),
+            requested: 65,
+        }
+        .to_string();
+        assert!(
+            text.starts_with(
+                "more than 64 functions in kprobe mode needs Linux 5.15+ (bpf_get_func_ip)"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("5.10.0-30-cloud-amd64"), "{text}");
+        assert!(!text.contains('\n'), "{text}");
+    }
 }

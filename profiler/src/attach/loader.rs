@@ -18,7 +18,8 @@ use profiler_common::{
     StackCapture, globals, keys::op, names,
 };
 
-use super::{TracepointOffsets, one_line};
+use super::error::one_line;
+use super::format::TracepointOffsets;
 use crate::model::TaskStore;
 
 /// The main eBPF object built from `profiler-ebpf` by `build.rs`: task-local storage.
@@ -202,7 +203,7 @@ pub fn load_object(config: &ProbeConfig, store: TaskStore) -> Result<Ebpf, EbpfE
     let comm = config.comm.unwrap_or([0; 16]);
     let off_cpu = u8::from(config.off_cpu);
     let child_pid = config.offsets.map_or(44, |o| o.fork_child_pid);
-    let thread_info_status = super::running_thread_info_status_offset();
+    let thread_info_status = super::syscalls::running_thread_info_status_offset();
 
     let capture_stacks = config.capture_stacks as u8;
     let stack_sample_every = config.stack_sample_every.max(1);

@@ -8,18 +8,22 @@ mod btf;
 mod callsite;
 mod error;
 mod fd_limit;
+mod fentry;
 mod format;
 mod interrupt;
+mod kprobe;
 mod links;
 mod loader;
 mod misses;
 mod mode;
+mod modes;
 mod multi;
 mod placement;
 mod privileges;
 mod program;
 mod session_link;
 mod syscalls;
+mod tracking;
 
 pub use btf::{BtfIndex, BtfParseError, KernelBtfError, kernel_btf};
 pub use callsite::{attach_call_sites, group_sites, site_slots};
@@ -30,13 +34,14 @@ pub use interrupt::AttachSignals;
 pub use links::KprobeLinks;
 pub use loader::{EbpfLoadError, Loaded, ProbeConfig, load, load_object};
 pub use misses::{link_misses, recursion_misses};
-pub use mode::{
-    AttachedFunctions, AttachedMode, Mode, attach_functions, attach_functions_with,
-    attach_syscalls, attach_tracking,
-};
+pub use mode::{AttachedFunctions, attach_functions, attach_functions_with};
+pub use modes::{AttachedMode, Mode};
 pub use multi::KprobeAttach;
 pub use placement::{KprobeAnswer, Placement, ask_kernel, place};
 pub use privileges::check_privileges;
 pub use program::kprobes_available;
 pub use session_link::kfunc_ids;
-pub use syscalls::{SyscallMode, attach_syscalls_in, running_thread_info_status_offset};
+pub use syscalls::{
+    SyscallMode, attach_syscalls, attach_syscalls_in, running_thread_info_status_offset,
+};
+pub use tracking::attach_tracking;

@@ -13,7 +13,7 @@
 
 use std::io;
 
-use super::mode::Mode;
+use super::modes::Mode;
 
 /// Where one function is timed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

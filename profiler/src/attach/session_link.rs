@@ -11,7 +11,7 @@
 use aya::{Ebpf, programs::KProbe};
 use profiler_common::kfunc::KFUNCS;
 
-use super::BtfIndex;
+use super::btf::{BtfIndex, KernelBtfError, kernel_btf};
 use super::error::{Reason, one_line};
 use super::links::KprobeLinks;
 use super::program::{program, take};
@@ -27,7 +27,7 @@ pub enum SessionRefused {
     #[error("this kernel has no kprobe.session (Linux 6.10): no {kfunc} in its BTF")]
     NoKfunc { kfunc: &'static str },
     #[error("kprobe.session needs the kernel's BTF: {0}")]
-    NoBtf(#[source] super::KernelBtfError),
+    NoBtf(#[source] KernelBtfError),
     #[error("loading {SESSION_PROGRAM} for a kprobe.session link: {reason}")]
     Load { reason: Reason },
     #[error("the kernel refused a kprobe.session link: {reason}")]
@@ -60,7 +60,7 @@ pub fn kfunc_ids(btf: &BtfIndex) -> Result<Vec<(i32, u32)>, SessionRefused> {
 /// Attaches `target`, the run's one function (slot 0, which the program records into without
 /// asking the link's cookie), with a kprobe.session link. On failure nothing stays attached.
 pub fn attach_session(ebpf: &mut Ebpf, target: &Target) -> Result<KprobeLinks, SessionRefused> {
-    let kfuncs = kfunc_ids(super::kernel_btf().map_err(SessionRefused::NoBtf)?)?;
+    let kfuncs = kfunc_ids(kernel_btf().map_err(SessionRefused::NoBtf)?)?;
     let functions = [(target.address, 0)];
     let load_refused = |reason| SessionRefused::Load { reason };
     let program: &mut KProbe =

@@ -1,7 +1,7 @@
 //! `--syscall`: which mechanism times the syscalls, and attaching it.
 //!
 //! - **tracepoint**: the perf tracepoints `syscalls:sys_enter_NAME`/`sys_exit_NAME`, one
-//!   program pair per syscall slot ([`super::attach_syscalls`]). The kernel fills a perf record
+//!   program pair per syscall slot ([`attach_syscalls`]). The kernel fills a perf record
 //!   before the program runs; only the traced syscalls run a program. Linux 4.7.
 //! - **raw**: the raw tracepoints `raw_syscalls:sys_enter`/`sys_exit`, one program pair for
 //!   every syscall of the system, which finds the traced ones by number in a table
@@ -16,12 +16,14 @@ use std::path::Path;
 use aya::{
     Ebpf,
     maps::{Array, MapError},
-    programs::{BtfTracePoint, ProgramError, RawTracePoint},
+    programs::{BtfTracePoint, ProgramError, RawTracePoint, TracePoint},
 };
 use profiler_common::SYSCALL_SLOTS;
 
+use super::btf::kernel_btf;
 use super::error::{AttachError, Reason, one_line};
-use super::mode::{AttachedMode, attach_syscalls};
+use super::modes::AttachedMode;
+use super::program::program;
 
 /// Syscall numbers `RAW_SYSCALL_SLOTS` covers (`profiler-ebpf/src/raw_syscalls.rs`).
 const RAW_SYSCALL_NUMBERS: u32 = 512;
@@ -96,7 +98,7 @@ pub fn attach_syscalls_in(
         });
     }
     // The names tracefs knows first, so a typo gets the closest names whatever the mode.
-    super::mode::check_syscall_names(syscalls, tracefs)?;
+    check_syscall_names(syscalls, tracefs)?;
     let numbers: Vec<Option<u32>> = syscalls.iter().map(|s| syscall_number(s)).collect();
     match choose(mode, syscalls, &numbers, targeted)? {
         AttachedMode::RawSyscall => {
@@ -109,6 +111,77 @@ pub fn attach_syscalls_in(
             Ok(AttachedMode::Syscall)
         }
     }
+}
+
+/// Attaches `syscalls/sys_enter_NAME` and `sys_exit_NAME` for each syscall.
+pub fn attach_syscalls(
+    ebpf: &mut Ebpf,
+    syscalls: &[String],
+    tracefs: &Path,
+) -> Result<(), AttachError> {
+    if syscalls.len() > SYSCALL_SLOTS as usize {
+        return Err(AttachError::TooManySyscalls {
+            requested: syscalls.len(),
+        });
+    }
+    check_syscall_names(syscalls, tracefs)?;
+    for (slot, name) in syscalls.iter().enumerate() {
+        for (side, program_name) in [
+            ("enter", format!("sys_enter_{slot}")),
+            ("exit", format!("sys_exit_{slot}")),
+        ] {
+            let tracepoint = format!("sys_{side}_{name}");
+            let fail = |e: ProgramError| AttachError::Tracepoint {
+                tracepoint: format!("syscalls/{tracepoint}"),
+                reason: Reason::of(e, |e| one_line(e)),
+            };
+            let prog: &mut TracePoint = program(ebpf, &program_name)?;
+            prog.load().map_err(fail)?;
+            prog.attach("syscalls", &tracepoint).map_err(fail)?;
+        }
+    }
+    Ok(())
+}
+
+/// Fails on the first of `syscalls` that has no `syscalls/sys_enter_NAME` tracepoint, with
+/// the closest known names.
+fn check_syscall_names(syscalls: &[String], tracefs: &Path) -> Result<(), AttachError> {
+    let events = tracefs.join("events/syscalls");
+    match syscalls
+        .iter()
+        .find(|name| !events.join(format!("sys_enter_{name}")).is_dir())
+    {
+        Some(name) => Err(AttachError::UnknownSyscall {
+            name: name.clone(),
+            suggestions: similar_syscalls(&events, name),
+        }),
+        None => Ok(()),
+    }
+}
+
+fn similar_syscalls(events: &Path, name: &str) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(events) else {
+        return Vec::new();
+    };
+    let known = entries.filter_map(|e| {
+        e.ok()?
+            .file_name()
+            .to_str()?
+            .strip_prefix("sys_enter_")
+            .map(str::to_string)
+    });
+    closest_syscalls(known, name)
+}
+
+/// The syscalls (of `known`) to suggest for an unknown `name`: those containing it or
+/// contained in it, closest in length first, at most three.
+fn closest_syscalls(known: impl Iterator<Item = String>, name: &str) -> Vec<String> {
+    let mut names: Vec<String> = known
+        .filter(|candidate| candidate.contains(name) || name.contains(candidate.as_str()))
+        .collect();
+    names.sort_by_key(|c| c.len().abs_diff(name.len()));
+    names.truncate(3);
+    names
 }
 
 /// Fills the number table (slot `i` for `numbers[i]`) and attaches the raw pair.
@@ -134,7 +207,7 @@ fn attach_raw(ebpf: &mut Ebpf, numbers: &[u32]) -> Result<(), AttachError> {
     // without helper calls); the hash-map object, for kernels that may lack BTF, only as
     // raw tracepoints.
     let btf = if ebpf.program(BTF_PROGRAMS[0].0).is_some() {
-        Some(super::kernel_btf().map_err(|e| AttachError::Tracepoint {
+        Some(kernel_btf().map_err(|e| AttachError::Tracepoint {
             tracepoint: "raw_syscalls/sys_enter".into(),
             reason: Reason::of(e, |e| format!("reading kernel BTF: {}", one_line(e))),
         })?)
@@ -682,5 +755,24 @@ mod tests {
         assert_eq!(thread_info_status_offset(Some((5, 11))), 16);
         assert_eq!(thread_info_status_offset(Some((6, 18))), 16);
         assert_eq!(thread_info_status_offset(None), 16);
+    }
+
+    #[test]
+    fn unknown_syscalls_get_the_closest_known_names() {
+        let known = [
+            "read",
+            "pread64",
+            "readv",
+            "preadv2",
+            "write",
+            "readahead",
+            "getpid",
+        ];
+        let closest = |name| closest_syscalls(known.iter().map(|s| s.to_string()), name);
+        // Containing it or contained in it, closest in length first, three at most.
+        assert_eq!(closest("read"), ["read", "readv", "pread64"]);
+        assert_eq!(closest("readx"), ["read"]);
+        assert_eq!(closest("getpidd"), ["getpid"]);
+        assert!(closest("nosuch").is_empty());
     }
 }

@@ -1,0 +1,42 @@
+//! The probe modes by name: the mode asked for (`--mode`) and the mechanism in use. A leaf,
+//! so that the mechanisms and the policy choosing between them (`mode.rs`) can all name them.
+
+/// Which mechanism to attach `--fn` targets with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// fentry/fexit when BTF and trampolines work (decided by trying), else kprobe.
+    #[default]
+    Auto,
+    /// fentry/fexit only (5.5+, BTF).
+    Fentry,
+    /// kprobe/kretprobe only (4.17+; more than 64 functions: 5.15+).
+    Kprobe,
+    /// kprobes on each `call F` and the instruction after it (4.17+): for functions without
+    /// an ftrace location, which refuse kprobes inside themselves.
+    Callsite,
+}
+
+/// The mechanism actually in use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttachedMode {
+    Fentry,
+    Kprobe,
+    /// `syscalls:sys_enter_NAME`/`sys_exit_NAME` perf tracepoints.
+    Syscall,
+    /// `raw_syscalls:sys_enter`/`sys_exit` raw tracepoints (see `syscalls.rs`).
+    RawSyscall,
+    /// Every function at its call sites.
+    Callsite,
+}
+
+impl AttachedMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Fentry => "fentry",
+            Self::Kprobe => "kprobe",
+            Self::Syscall => "syscall",
+            Self::RawSyscall => "raw_syscall",
+            Self::Callsite => "callsite",
+        }
+    }
+}

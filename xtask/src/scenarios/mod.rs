@@ -1,0 +1,218 @@
+//! VM scenarios: end-to-end tests of `hotprof` on real kernels.
+//!
+//! Each scenario is one function that boots a guest with a shell script (`ctx.run`) and checks
+//! the exit code, the output and the JSON files the script left in `/out`, returning an error
+//! that says what was expected. The test runner adds the guest's full output to any failure,
+//! so a scenario only needs to say what was wrong.
+//!
+//! To add one: write `fn my_case(ctx: &mut Ctx) -> Result<()>` and list it in [`SCENARIOS`]
+//! with the kernels it applies to. `cargo xtask test --only my_case` runs just that one.
+//!
+//! The contract tested here: `hotprof --fn FUNC... [--mode auto|fentry|kprobe] [--duration D]
+//! [--json FILE] [-- CMD ARGS...]`, whose `--json` report is
+//! `{"schema_version":2,"kernel":…,"mode":…,"functions":[{"name":…,"count":N,"sum_ns":…,…}]}`,
+//! and workloads whose last stdout line is `name: key=value ...`.
+
+use anyhow::Result;
+
+use crate::kernels::Kernel;
+
+pub use harness::Ctx;
+
+mod audit;
+mod auto_mode;
+mod callsite;
+mod cli;
+mod doctor;
+mod exact_counts;
+mod fallbacks;
+pub mod harness;
+mod keys_and_filters;
+mod kprobe_multi;
+mod kprobe_session;
+mod kvm_fallback;
+mod lifecycle;
+mod raw_syscalls;
+mod sampled_stacks;
+mod stacks;
+
+/// A named end-to-end test and the kernels it runs on.
+pub struct Scenario {
+    pub name: &'static str,
+    pub kernels: &'static [Kernel],
+    pub run: fn(&mut Ctx) -> Result<()>,
+}
+
+/// The scenarios every kernel of the matrix runs: exact counts in each mode, cleanup after
+/// signals, bad inputs and `serve`.
+const EVERY: &[Kernel] = &Kernel::ALL;
+/// The kernels that run every scenario: the distribution's current one and the newest.
+const FULL: &[Kernel] = &[Kernel::V6_12, Kernel::V7];
+
+/// Every scenario, in the order `cargo xtask test` runs them.
+pub const SCENARIOS: &[Scenario] = &[
+    Scenario {
+        name: "kvm_fallback",
+        kernels: &[Kernel::V6_12],
+        run: kvm_fallback::kvm_fallback,
+    },
+    Scenario {
+        name: "getpid_exact",
+        kernels: EVERY,
+        run: exact_counts::getpid_exact,
+    },
+    Scenario {
+        name: "audit_filter_fires",
+        kernels: FULL,
+        run: audit::audit_filter_fires,
+    },
+    Scenario {
+        name: "audit_filter_missing",
+        kernels: &[Kernel::V6_1],
+        run: audit::audit_filter_missing,
+    },
+    Scenario {
+        name: "getpid_exact_fentry",
+        kernels: EVERY,
+        run: exact_counts::getpid_exact_fentry,
+    },
+    Scenario {
+        name: "sleep_wall_vs_on_cpu",
+        kernels: FULL,
+        run: exact_counts::sleep_wall_vs_on_cpu,
+    },
+    Scenario {
+        name: "nested_frames",
+        kernels: FULL,
+        run: exact_counts::nested_frames,
+    },
+    Scenario {
+        name: "glob_and_list",
+        kernels: FULL,
+        run: cli::glob_and_list,
+    },
+    Scenario {
+        name: "bad_inputs",
+        kernels: EVERY,
+        run: cli::bad_inputs,
+    },
+    Scenario {
+        name: "stacks_flamegraph",
+        kernels: FULL,
+        run: stacks::stacks_flamegraph,
+    },
+    Scenario {
+        name: "sampled_stacks",
+        kernels: FULL,
+        run: sampled_stacks::sampled_stacks,
+    },
+    Scenario {
+        name: "cleanup_on_signals",
+        kernels: EVERY,
+        run: lifecycle::cleanup_on_signals,
+    },
+    Scenario {
+        name: "load_exact_counts",
+        kernels: EVERY,
+        run: exact_counts::load_exact_counts,
+    },
+    Scenario {
+        name: "blocked_tasks_accounted",
+        kernels: FULL,
+        run: exact_counts::blocked_tasks_accounted,
+    },
+    Scenario {
+        name: "in_flight_at_stop",
+        // Task storage (its task iterator) and the hash-map store.
+        kernels: &[Kernel::V6_12, Kernel::V5_10],
+        run: exact_counts::in_flight_at_stop,
+    },
+    Scenario {
+        name: "no_btf_falls_back",
+        kernels: FULL,
+        run: fallbacks::no_btf_falls_back,
+    },
+    Scenario {
+        name: "compare_audit_rules",
+        kernels: FULL,
+        run: audit::compare_audit_rules,
+    },
+    Scenario {
+        name: "callsite_exact",
+        kernels: &[Kernel::V6_12, Kernel::V7, Kernel::V6_1],
+        run: callsite::callsite_exact,
+    },
+    Scenario {
+        name: "serve_kprobe",
+        kernels: EVERY,
+        run: lifecycle::serve_kprobe,
+    },
+    Scenario {
+        name: "by_keys_exact",
+        kernels: &[Kernel::V6_12, Kernel::V7],
+        run: keys_and_filters::by_keys_exact,
+    },
+    Scenario {
+        name: "slowest_and_filter",
+        kernels: &[Kernel::V6_12, Kernel::V7],
+        run: keys_and_filters::slowest_and_filter,
+    },
+    Scenario {
+        name: "doctor_matches_what_works",
+        kernels: EVERY,
+        run: doctor::doctor_matches_what_works,
+    },
+    Scenario {
+        name: "children_inside",
+        kernels: &[Kernel::V6_12, Kernel::V7],
+        run: keys_and_filters::children_inside,
+    },
+    Scenario {
+        name: "kprobe_multi_exact",
+        kernels: &[Kernel::V6_12, Kernel::V7],
+        run: kprobe_multi::kprobe_multi_exact,
+    },
+    Scenario {
+        name: "kprobe_multi_signals",
+        kernels: &[Kernel::V6_12, Kernel::V7],
+        run: kprobe_multi::kprobe_multi_signals,
+    },
+    Scenario {
+        name: "kprobe_multi_fallback",
+        kernels: &[Kernel::V5_10, Kernel::V6_1],
+        run: kprobe_multi::kprobe_multi_fallback,
+    },
+    Scenario {
+        name: "kprobe_session_exact",
+        kernels: &[Kernel::V6_12, Kernel::V7],
+        run: kprobe_session::kprobe_session_exact,
+    },
+    Scenario {
+        name: "auto_mode_typed_functions",
+        kernels: EVERY,
+        run: auto_mode::auto_mode_typed_functions,
+    },
+    Scenario {
+        name: "bias_below_the_fastest_call",
+        kernels: EVERY,
+        run: auto_mode::bias_below_the_fastest_call,
+    },
+    Scenario {
+        name: "raw_syscalls_exact",
+        kernels: &[Kernel::V6_12, Kernel::V7, Kernel::V5_10],
+        run: raw_syscalls::raw_syscalls_exact,
+    },
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scenario_names_are_unique() {
+        let mut names = SCENARIOS.iter().map(|s| s.name).collect::<Vec<_>>();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), SCENARIOS.len());
+    }
+}
