@@ -39,6 +39,7 @@ use crate::model::TaskStore;
 use crate::resolve::callsites::{self, CallSite, CallSiteError};
 use crate::resolve::kcore::Kcore;
 use crate::resolve::{KernelFunctions, Target};
+use crate::sys::cheap_calls;
 
 const CALLS_PER_ROUND: u32 = 2_000;
 /// The pause before each timed round.
@@ -55,12 +56,11 @@ pub struct Overhead {
 }
 
 /// A cheap syscall without side effects, and the kernel functions on its path.
-#[derive(Debug, PartialEq)]
+#[derive(Debug)]
 pub struct CalibrationPath {
     pub syscall: &'static str,
-    number: libc::c_long,
-    /// Its one argument (0 where it takes none).
-    arg: libc::c_long,
+    /// Makes the syscall once.
+    call: fn() -> libc::c_long,
     /// The function entry-probe modes time (fentry, kprobes): the syscall's own code, listed
     /// by ftrace.
     pub function: &'static str,
@@ -79,30 +79,24 @@ impl CalibrationPath {
     }
 }
 
-/// `personality(0xffffffff)` asks for the persona and changes nothing.
-const QUERY_PERSONA: libc::c_long = 0xffff_ffff;
-
 const PATHS: [CalibrationPath; 3] = [
     CalibrationPath {
         syscall: "personality",
-        number: libc::SYS_personality,
-        arg: QUERY_PERSONA,
+        call: cheap_calls::query_persona,
         function: "__x64_sys_personality",
         aliases: &[],
         call_sites_in: &[],
     },
     CalibrationPath {
         syscall: "getpid",
-        number: libc::SYS_getpid,
-        arg: 0,
+        call: cheap_calls::getpid,
         function: "__do_sys_getpid",
         aliases: &["__x64_sys_getpid"],
         call_sites_in: &["__do_sys_getpid", "__task_pid_nr_ns"],
     },
     CalibrationPath {
         syscall: "getppid",
-        number: libc::SYS_getppid,
-        arg: 0,
+        call: cheap_calls::getppid,
         function: "__do_sys_getppid",
         aliases: &["__x64_sys_getppid"],
         call_sites_in: &["__do_sys_getppid", "__task_pid_nr_ns"],
@@ -188,9 +182,7 @@ fn choose_path(
 fn time_round(path: &CalibrationPath, calls: u32) -> f64 {
     let start = Instant::now();
     for _ in 0..calls {
-        // SAFETY: every calibration syscall takes at most one integer argument (getpid and
-        // getppid ignore it; personality's only asks for the persona) and has no side effects.
-        std::hint::black_box(unsafe { libc::syscall(path.number, path.arg) });
+        std::hint::black_box((path.call)());
     }
     start.elapsed().as_nanos() as f64 / f64::from(calls)
 }

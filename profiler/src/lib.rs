@@ -3,9 +3,14 @@
 //!
 //! The modules, in the order a recording flows through them:
 
+#![deny(unsafe_code)]
+
 // The pipeline, in order (each module separated so rustfmt keeps this order).
 
-// 0. Raw system calls behind safe functions (perf_event_open of a kprobe), for every layer.
+// 0. Raw system calls behind safe functions (bpf info, clocks, fork and exec, mount, signals,
+// rlimits, uname, perf_event_open of a kprobe), for every layer: the one module allowed
+// `unsafe`.
+#[allow(unsafe_code)]
 pub mod sys;
 
 // 1. Which kernel functions (kallsyms, BTF, tracefs) a request names.
@@ -57,14 +62,5 @@ pub mod cli;
 
 /// `uname -r` of the running kernel.
 pub fn kernel_release() -> String {
-    // SAFETY: utsname is plain C char arrays, for which all zeroes is a valid value.
-    let mut uts: libc::utsname = unsafe { std::mem::zeroed() };
-    // SAFETY: `uts` is a live, writable utsname, the buffer uname(2) fills.
-    if unsafe { libc::uname(&mut uts) } != 0 {
-        return "unknown".into();
-    }
-    // SAFETY: uname succeeded, so `release` holds a NUL-terminated string within its array,
-    // and `uts` outlives the borrow (the CStr is copied out below).
-    let release = unsafe { std::ffi::CStr::from_ptr(uts.release.as_ptr()) };
-    release.to_string_lossy().into_owned()
+    sys::uname::kernel_release().unwrap_or_else(|| "unknown".into())
 }

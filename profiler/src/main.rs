@@ -1,6 +1,8 @@
 //! The `hotprof` binary: parse the command line, run, and turn any error into one line on
 //! stderr with a non-zero exit code.
 
+#![deny(unsafe_code)]
+
 use clap::Parser as _;
 use profiler::cli::Cli;
 

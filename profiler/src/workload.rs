@@ -1,14 +1,23 @@
 //! Running the workload after `--`: forked and held at a gate before `exec`, so the probes
-//! are attached before its first instruction, and measured only while it runs.
+//! are attached before its first instruction, and measured only while it runs. The system
+//! calls are in `sys::process`.
 
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::os::fd::OwnedFd;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 
-/// A child process held before `exec` until [`Workload::release`].
+pub use crate::sys::process::wait_pid;
+use crate::sys::process::{self, Gate};
+
+/// A child process held before `exec` until [`Workload::release`], at a [`Gate`]: a word in a
+/// page shared across the fork, which the child spins on, making no system call. The probes
+/// follow the child (its pid enters the traced set) only once it is parked there, so nothing
+/// it does before `exec` is measured: it used to wait in `read(2)` on a pipe, and whenever
+/// that read began after the pid was followed, a run probing the read path (`vfs_read`,
+/// `--syscall read`) counted it as the workload's.
 pub struct Workload {
     pub pid: u32,
     program: String,
@@ -18,98 +27,8 @@ pub struct Workload {
     stdout: Option<std::thread::JoinHandle<Option<String>>>,
 }
 
-/// Where the forked child waits to exec: a word in a page shared across the fork, which the
-/// child spins on, making no system call. The probes follow the child (its pid enters the
-/// traced set) only once it is parked there, so nothing it does before `exec` is measured:
-/// it used to wait in `read(2)` on a pipe, and whenever that read began after the pid was
-/// followed, a run probing the read path (`vfs_read`, `--syscall read`) counted it as the
-/// workload's.
-struct Gate {
-    word: std::ptr::NonNull<AtomicU32>,
-}
-
-impl Gate {
-    // 0 (the zero-filled page): the child is still setting up.
-    /// The child spins, with nothing left to do before `exec`.
-    const PARKED: u32 = 1;
-    const GO: u32 = 2;
-    /// hotprof gave up before releasing it: the child exits without running the command.
-    const ABORT: u32 = 3;
-    const SIZE: usize = 4096;
-
-    fn new() -> anyhow::Result<Self> {
-        // SAFETY: a fresh anonymous mapping, checked below; it is zero-filled (the child is
-        // still setting up).
-        let page = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                Self::SIZE,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if page == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error())
-                .context("mapping a shared page for the workload's gate");
-        }
-        let word = std::ptr::NonNull::new(page.cast::<AtomicU32>())
-            .context("mmap returned a null page")?;
-        Ok(Self { word })
-    }
-
-    fn state(&self) -> &AtomicU32 {
-        // SAFETY: the page is mapped, page-aligned and zero-initialised for as long as `self`
-        // lives, and an AtomicU32 may be accessed from both processes.
-        unsafe { self.word.as_ref() }
-    }
-
-    /// In the child: announces that it is parked and spins until told to go (true) or to
-    /// give up (false). No system call: nothing here can reach a probe. Gives up at once if
-    /// hotprof already did (it stopped waiting for the child to park).
-    fn park(&self) -> bool {
-        if self
-            .state()
-            .compare_exchange(0, Self::PARKED, Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
-        {
-            return false;
-        }
-        loop {
-            match self.state().load(Ordering::Acquire) {
-                Self::GO => return true,
-                Self::ABORT => return false,
-                _ => std::hint::spin_loop(),
-            }
-        }
-    }
-}
-
-impl Drop for Gate {
-    fn drop(&mut self) {
-        // A child still waiting must not run unmeasured. (A child that has exec'd no longer
-        // has the page; its copy in a child that has not stays mapped there.)
-        if self.state().load(Ordering::Acquire) != Self::GO {
-            self.state().store(Self::ABORT, Ordering::Release);
-        }
-        // SAFETY: the mapping made in `new`, unmapped once; nothing refers to it after this.
-        unsafe { libc::munmap(self.word.as_ptr().cast(), Self::SIZE) };
-    }
-}
-
 /// How long the child may take to park after the fork (a few hundred µs on a real CPU).
 const PARK_TIMEOUT: Duration = Duration::from_secs(10);
-
-fn pipe() -> anyhow::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 writes two fds into the array; failure is checked.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(std::io::Error::last_os_error()).context("creating a pipe for the workload");
-    }
-    // SAFETY: both fds were just created and are owned here.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
 
 impl Workload {
     /// Forks `command`. The child blocks reading a pipe until released, then execs. (std's
@@ -121,50 +40,16 @@ impl Workload {
             .map(|a| CString::new(a.as_bytes()))
             .collect::<Result<_, _>>()
             .context("workload arguments must not contain NUL bytes")?;
-        let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
-        argv_ptrs.push(std::ptr::null());
-        let gate = Gate::new()?;
-        let (error_read, error_write) = pipe()?;
-        let (out_read, out_write) = pipe()?;
-        // SAFETY: getpid has no preconditions.
-        let parent = unsafe { libc::getpid() };
-        // SAFETY: after fork the child only calls async-signal-safe functions (prctl, getppid,
-        // dup2, signal, execvp, write, _exit) and atomics, on memory prepared before the fork.
-        let pid = unsafe { libc::fork() };
-        if pid < 0 {
-            return Err(std::io::Error::last_os_error()).context("fork");
-        }
-        if pid == 0 {
-            // SAFETY: see the fork: only async-signal-safe calls, on fds and argv set up before it.
-            unsafe {
-                // If hotprof dies, even by SIGKILL, the workload must not run on unmeasured
-                // (and if it died before this call, the parent is no longer hotprof).
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                if libc::getppid() != parent {
-                    libc::_exit(125);
-                }
-                if libc::dup2(out_write.as_raw_fd(), 1) != 1 {
-                    libc::_exit(126);
-                }
-                // hotprof's own handlers (tokio's) would catch the death signal above and
-                // leave the child spinning; exec resets them anyway.
-                for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT] {
-                    libc::signal(signal, libc::SIG_DFL);
-                }
-                if !gate.park() {
-                    libc::_exit(125);
-                }
-                libc::execvp(argv_ptrs[0], argv_ptrs.as_ptr());
-                let errno = *libc::__errno_location();
-                libc::write(error_write.as_raw_fd(), (&errno as *const i32).cast(), 4);
-                libc::_exit(127);
-            }
-        }
+        let gate = Gate::new().context("mapping a shared page for the workload's gate")?;
+        let (error_read, error_write) =
+            process::pipe().context("creating a pipe for the workload")?;
+        let (out_read, out_write) = process::pipe().context("creating a pipe for the workload")?;
+        let pid = process::fork_gated(&argv, &gate, &out_write, &error_write).context("fork")?;
         drop(error_write);
         drop(out_write);
         let stdout = std::thread::spawn(move || relay_stdout(std::fs::File::from(out_read)));
         let workload = Self {
-            pid: pid as u32,
+            pid,
             program,
             gate,
             exec_error: Some(error_read),
@@ -179,9 +64,7 @@ impl Workload {
     fn wait_parked(&self) -> anyhow::Result<()> {
         let deadline = Instant::now() + PARK_TIMEOUT;
         while self.gate.state().load(Ordering::Acquire) != Gate::PARKED {
-            let mut status = 0;
-            // SAFETY: polling our own child without blocking.
-            if unsafe { libc::waitpid(self.pid as i32, &mut status, libc::WNOHANG) } > 0 {
+            if let Some(status) = process::exited(self.pid) {
                 bail!(
                     "cannot run workload '{}': it exited before exec (status {status:#x})",
                     self.program
@@ -202,18 +85,17 @@ impl Workload {
     /// Lets the workload exec; fails with the reason if the exec did not happen.
     pub fn release(&mut self) -> anyhow::Result<()> {
         self.gate.state().store(Gate::GO, Ordering::Release);
-        if let Some(errors) = self.exec_error.take() {
-            let mut errno = 0i32;
-            // SAFETY: reading 4 bytes into an i32; EOF (0) means the exec succeeded (CLOEXEC).
-            let n = unsafe { libc::read(errors.as_raw_fd(), (&mut errno as *mut i32).cast(), 4) };
-            if n == 4 {
-                let _ = self.wait_blocking();
-                bail!(
-                    "cannot run workload '{}': {}",
-                    self.program,
-                    std::io::Error::from_raw_os_error(errno)
-                );
-            }
+        if let Some(errno) = self
+            .exec_error
+            .take()
+            .and_then(|errors| process::exec_errno(&errors))
+        {
+            let _ = self.wait_blocking();
+            bail!(
+                "cannot run workload '{}': {}",
+                self.program,
+                std::io::Error::from_raw_os_error(errno)
+            );
         }
         Ok(())
     }
@@ -233,30 +115,8 @@ impl Workload {
 
     /// Forwards a terminating signal to the workload (hotprof itself is stopping).
     pub fn signal(&self, signal: i32) {
-        // SAFETY: kill(2) on our own child's pid.
-        unsafe { libc::kill(self.pid as i32, signal) };
+        process::kill(self.pid, signal);
     }
-}
-
-/// `waitpid` returning a shell-style exit code.
-pub fn wait_pid(pid: u32) -> std::io::Result<i32> {
-    let mut status = 0;
-    loop {
-        // SAFETY: waiting for our own child.
-        let rc = unsafe { libc::waitpid(pid as i32, &mut status, 0) };
-        if rc == pid as i32 {
-            break;
-        }
-        let error = std::io::Error::last_os_error();
-        if error.kind() != std::io::ErrorKind::Interrupted {
-            return Err(error);
-        }
-    }
-    Ok(if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else {
-        128 + libc::WTERMSIG(status)
-    })
 }
 
 /// Fails early, before any probe is attached, if `program` cannot be executed.

@@ -175,27 +175,13 @@ pub fn kernel_btf() -> Result<&'static BtfIndex<'static>, KernelBtfError> {
 /// its ~6 MB, which took ~5 ms of start-up to read), read otherwise. Never unmapped or
 /// freed: the index lives as long as the process.
 fn map_or_read(path: &str) -> std::io::Result<&'static [u8]> {
-    use std::os::fd::AsRawFd as _;
     let file = std::fs::File::open(path)?;
     let len = file.metadata()?.len() as usize;
-    if len > 0 {
-        // SAFETY: a private read-only mapping of a file we opened; the kernel checks the
-        // length and offset. The mapping outlives `file` (mappings hold their own reference)
-        // and is never unmapped, so the slice below stays valid for the process's life.
-        let mapped = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_PRIVATE,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if mapped != libc::MAP_FAILED {
-            // SAFETY: `len` readable bytes at `mapped`, as above.
-            return Ok(unsafe { std::slice::from_raw_parts(mapped.cast::<u8>(), len) });
-        }
+    if let Some(mapped) = (len > 0)
+        .then(|| crate::sys::mmap::map_for_good(&file, len))
+        .flatten()
+    {
+        return Ok(mapped);
     }
     let mut bytes = Vec::new();
     std::io::Read::read_to_end(&mut &file, &mut bytes)?;

@@ -4,6 +4,8 @@
 
 use std::io;
 
+use crate::sys::rlimit::{self, Limit, Resource};
+
 /// fds one probed function holds: entry and return program, each a perf event plus a link.
 const FDS_PER_FUNCTION: u64 = 4;
 /// Maps, programs, scheduler tracepoints, stdio and the runtime's own.
@@ -14,35 +16,24 @@ const FDS_BASE: u64 = 256;
 /// limit goes as far as the hard one allows, and an attach past it fails with EMFILE as before.
 pub fn raise_fd_limit(functions: usize) -> io::Result<u64> {
     let needed = FDS_BASE + FDS_PER_FUNCTION * functions as u64;
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes one rlimit into `limit`, which outlives the call.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        return Err(io::Error::last_os_error());
+    let limit = rlimit::get(Resource::OpenFiles)?;
+    if limit.current >= needed {
+        return Ok(limit.current);
     }
-    if limit.rlim_cur >= needed {
-        return Ok(limit.rlim_cur);
-    }
-    let raised = libc::rlimit {
-        rlim_cur: needed,
-        rlim_max: limit.rlim_max.max(needed),
+    let raised = Limit {
+        current: needed,
+        max: limit.max.max(needed),
     };
-    // SAFETY: setrlimit only reads `raised`.
-    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+    if rlimit::set(Resource::OpenFiles, raised).is_ok() {
         return Ok(needed);
     }
     // No CAP_SYS_RESOURCE: as far as the hard limit goes.
-    let capped = libc::rlimit {
-        rlim_cur: limit.rlim_max,
-        rlim_max: limit.rlim_max,
+    let capped = Limit {
+        current: limit.max,
+        max: limit.max,
     };
-    // SAFETY: as above.
-    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &capped) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(limit.rlim_max)
+    rlimit::set(Resource::OpenFiles, capped)?;
+    Ok(limit.max)
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 
 use super::error::AttachError;
+use crate::sys::signal;
 
 /// The signal received while attaching, 0 for none.
 static RECEIVED: AtomicI32 = AtomicI32::new(0);
@@ -26,7 +27,7 @@ extern "C" fn note_signal(signal: libc::c_int) {
 /// SIGINT and SIGTERM noted instead of ending the process, until dropped (which restores
 /// the previous handlers, and raises again a signal no step has reported, so none is lost).
 pub struct AttachSignals {
-    previous: Vec<(libc::c_int, libc::sigaction)>,
+    previous: Vec<signal::Previous>,
 }
 
 impl AttachSignals {
@@ -39,19 +40,13 @@ impl AttachSignals {
             return Self { previous };
         }
         RECEIVED.store(0, Ordering::SeqCst);
-        for signal in CAUGHT {
-            // SAFETY: an all-zero sigaction is a valid value (empty mask, no flags), filled in
-            // below before use.
-            let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
-            action.sa_sigaction = note_signal as extern "C" fn(libc::c_int) as usize;
-            // SAFETY: as above; overwritten by the kernel with the previous action.
-            let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
-            // SAFETY: both pointers are to live sigaction values; the handler only does an
-            // atomic store, which is async-signal-safe.
-            if unsafe { libc::sigaction(signal, &action, &mut old) } == 0 {
-                previous.push((signal, old));
-            }
-        }
+        // The handler only does an atomic store, which is async-signal-safe.
+        previous.extend(
+            CAUGHT
+                .map(|caught| signal::catch(caught, note_signal))
+                .into_iter()
+                .flatten(),
+        );
         Self { previous }
     }
 
@@ -79,15 +74,14 @@ impl Drop for AttachSignals {
         if DEPTH.fetch_sub(1, Ordering::SeqCst) > 1 {
             return;
         }
-        for (signal, old) in self.previous.drain(..).rev() {
-            // SAFETY: `old` is the action the kernel returned for this signal in `catch`.
-            unsafe { libc::sigaction(signal, &old, std::ptr::null_mut()) };
+        for previous in self.previous.drain(..).rev() {
+            signal::restore(previous);
         }
         let unreported = RECEIVED.swap(0, Ordering::SeqCst);
         if unreported != 0 {
-            // SAFETY: raise sends a signal to this thread; the previous handler (restored
-            // above) deals with it as it would have without hotprof's catching.
-            unsafe { libc::raise(unreported) };
+            // The previous handler (restored above) deals with it as it would have without
+            // hotprof's catching.
+            signal::raise(unreported);
         }
     }
 }
@@ -109,8 +103,8 @@ mod tests {
     fn a_signal_while_attaching_stops_at_the_next_step_saying_how_far_it_got() {
         let caught = AttachSignals::catch();
         assert!(AttachSignals::check("kprobes", 3, 10).is_ok());
-        // SAFETY: raise only delivers SIGTERM to this thread, whose handler is note_signal.
-        assert_eq!(unsafe { libc::raise(libc::SIGTERM) }, 0);
+        // Delivered to this thread, whose handler is note_signal.
+        assert!(signal::raise(libc::SIGTERM));
         // Nested (an attach step inside the run's own catching): the signal is still seen.
         let nested = AttachSignals::catch();
         let error = AttachSignals::check("kprobes", 4, 10).unwrap_err();

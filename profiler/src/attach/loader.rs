@@ -302,12 +302,13 @@ fn unused_slot_programs(used: u32) -> impl Iterator<Item = String> {
 /// effort: without CAP_SYS_RESOURCE the limit stays and the map that does not fit is named.
 /// (The workload inherits the raised limit, as it does the raised fd limit.)
 fn raise_memlock_limit() {
-    let unlimited = libc::rlimit {
-        rlim_cur: libc::RLIM_INFINITY,
-        rlim_max: libc::RLIM_INFINITY,
+    use crate::sys::rlimit::{self, Limit, Resource, UNLIMITED};
+    let unlimited = Limit {
+        current: UNLIMITED,
+        max: UNLIMITED,
     };
-    // SAFETY: setrlimit only reads `unlimited`; on failure the limit is left as it was.
-    unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) };
+    // On failure the limit is left as it was.
+    let _ = rlimit::set(Resource::LockedMemory, unlimited);
 }
 
 #[cfg(test)]

@@ -4,33 +4,9 @@ const CAP_SYS_ADMIN: u32 = 21;
 const CAP_PERFMON: u32 = 38;
 const CAP_BPF: u32 = 39;
 
-#[repr(C)]
-struct CapHeader {
-    version: u32,
-    pid: i32,
-}
-
-#[repr(C)]
-#[derive(Default, Clone, Copy)]
-struct CapData {
-    effective: u32,
-    permitted: u32,
-    inheritable: u32,
-}
-
 /// The effective capability set of this process.
 fn effective_caps() -> u64 {
-    let mut header = CapHeader {
-        version: 0x2008_0522,
-        pid: 0,
-    }; // _LINUX_CAPABILITY_VERSION_3
-    let mut data = [CapData::default(); 2];
-    // SAFETY: capget with a v3 header and room for two data structs, as the ABI requires.
-    let rc = unsafe { libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) };
-    if rc != 0 {
-        return 0;
-    }
-    u64::from(data[0].effective) | (u64::from(data[1].effective) << 32)
+    crate::sys::caps::effective()
 }
 
 /// Whether `caps` allow loading and attaching tracing programs.

@@ -472,15 +472,7 @@ struct RunOutcome {
 /// CPU time this thread has used (the runtime is single-threaded, so this is hotprof's own
 /// work, whatever else the machine is doing).
 fn thread_cpu_time() -> Duration {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid out-pointer; CLOCK_THREAD_CPUTIME_ID exists on every Linux (2.6.12).
-    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) } != 0 {
-        return Duration::ZERO;
-    }
-    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+    crate::sys::clock::thread_cpu_time()
 }
 
 /// The compact JSON form of one interval report.
@@ -648,13 +640,7 @@ fn check_writable(option: &str, path: &std::path::Path) -> anyhow::Result<()> {
 
 /// CLOCK_MONOTONIC now, in nanoseconds: the clock `bpf_ktime_get_ns` reads.
 fn monotonic_ns() -> u64 {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec into `now`, which is valid and writable.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
-    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
+    crate::sys::clock::monotonic_ns()
 }
 
 #[cfg(test)]

@@ -12,18 +12,8 @@ pub fn tracefs_root() -> Option<PathBuf> {
         }
     }
     let root = PathBuf::from("/sys/kernel/tracing");
-    let source = c"tracefs";
-    let target = c"/sys/kernel/tracing";
-    // SAFETY: plain mount(2) with valid NUL-terminated strings; failure is handled.
-    let mounted = unsafe {
-        libc::mount(
-            source.as_ptr(),
-            target.as_ptr(),
-            source.as_ptr(),
-            0,
-            std::ptr::null(),
-        )
-    } == 0;
+    let mounted =
+        crate::sys::mount::mount(c"tracefs", c"/sys/kernel/tracing", c"tracefs", 0).is_ok();
     (mounted && root.join("events").is_dir()).then_some(root)
 }
 

@@ -98,8 +98,7 @@ pub fn gather() -> Facts {
 }
 
 fn privileges() -> Privileges {
-    // SAFETY: geteuid cannot fail and touches no memory of ours.
-    let euid = unsafe { libc::geteuid() };
+    let euid = crate::sys::ids::effective_uid();
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     Privileges {
         euid,
@@ -141,25 +140,15 @@ fn lockdown(mounts: &str) -> Lockdown {
     let (Ok(fstype), Ok(target)) = (CString::new("securityfs"), CString::new(DIR)) else {
         return Lockdown::Unknown("securityfs is not mounted".into());
     };
-    // SAFETY: mount(2) with valid NUL-terminated strings and no data; failure is handled.
-    let mounted = unsafe {
-        libc::mount(
-            fstype.as_ptr(),
-            target.as_ptr(),
-            fstype.as_ptr(),
-            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-            std::ptr::null(),
-        )
-    } == 0;
-    if !mounted {
-        let error = std::io::Error::last_os_error();
+    use crate::sys::mount::{self, MS_NODEV, MS_NOEXEC, MS_NOSUID};
+    if let Err(error) = mount::mount(&fstype, &target, &fstype, MS_NOSUID | MS_NODEV | MS_NOEXEC) {
         return Lockdown::Unknown(format!(
             "securityfs is not mounted at {DIR}, and mounting it failed: {error}"
         ));
     }
     let lockdown = read();
-    // SAFETY: umount2(2) of the mount made just above; a failure leaves it mounted, harmless.
-    unsafe { libc::umount2(target.as_ptr(), 0) };
+    // A failure leaves it mounted, harmless.
+    let _ = mount::unmount(&target);
     lockdown
 }
 
@@ -305,8 +294,7 @@ fn sampling(ebpf: &mut aya::Ebpf) -> Tried {
     if let Err(error) = program.load() {
         return Tried::Fails(tidy_reason(&one_line(&error)));
     }
-    // SAFETY: sched_getcpu takes no arguments and only returns a number.
-    let cpu = u32::try_from(unsafe { libc::sched_getcpu() }).unwrap_or(0);
+    let cpu = crate::sys::ids::current_cpu();
     match program.attach(
         PerfEventConfig::Software(SoftwareEvent::CpuClock),
         PerfEventScope::AllProcessesOneCpu { cpu },

@@ -1,0 +1,478 @@
+//! Starting the run: resolving the targets, loading the eBPF object and attaching its
+//! programs.
+
+use anyhow::{Context as _, bail};
+use profiler_common::{KPROBE_SLOTS, StackCapture};
+
+use super::keys::KeyNames;
+use super::spec::{Filters, ProbeSpec, Probed, SessionSpec};
+use crate::attach::{self, AttachedMode, Mode, ProbeConfig, TracepointOffsets};
+use crate::model::{FilterExpr, TaskStore};
+use crate::progress::Progress;
+use crate::resolve::callsites::{CallSite, KernelCode};
+use crate::resolve::kcore::Kcore;
+use crate::resolve::{self, KernelFunctions};
+
+/// The probes of one invocation, loaded and attached. Dropping `links` and `ebpf` detaches and
+/// unloads everything.
+pub struct Attached {
+    pub ebpf: aya::Ebpf,
+    /// kprobe mode's links, owned apart from `ebpf` so they close in parallel.
+    pub links: attach::KprobeLinks,
+    pub probed: Vec<Probed>,
+    pub targets: Vec<resolve::Target>,
+    pub mode: AttachedMode,
+    /// Where the loaded object keeps per-task state (what this kernel can create).
+    pub task_store: TaskStore,
+    /// What measuring the probe overhead needs, unless `--no-calibrate`.
+    pub calibration: Option<crate::calibrate::Calibration>,
+    /// How the `--by` keys read.
+    pub keys: KeyNames,
+}
+
+/// Loads the eBPF object for `config`, the one error line saying why not.
+pub fn load(config: &ProbeConfig) -> anyhow::Result<attach::Loaded> {
+    attach::load(config).map_err(|e| anyhow::anyhow!("cannot load the eBPF programs: {e}"))
+}
+
+/// Resolves the targets, loads the programs with the spec's filters and attaches them; times
+/// the calibration's baseline first (unless asked not to calibrate), so that the overhead
+/// can be measured later ([`Attached::calibration`]).
+pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
+    // SIGINT/SIGTERM until the run's own handling takes over: noted, then reported at the
+    // next attach step with what was done, everything attached so far detached.
+    let _signals = attach::AttachSignals::catch();
+    let probe = &spec.probe;
+    let tracefs = resolve::tracefs_root();
+
+    let mut kernel = None;
+    let mut targets = Vec::new();
+    let mut sites = Vec::new();
+    let mut probed: Vec<Probed> = if !probe.functions.is_empty() {
+        let functions =
+            kernel.insert(KernelFunctions::from_system().context("cannot read /proc/kallsyms")?);
+        let mut requested = resolve_functions(functions, &probe.functions)?;
+        check_function_count(requested.len(), probe)?;
+        let mut children = std::collections::BTreeSet::new();
+        if !probe.children.is_empty() {
+            if requested.len() != 1 {
+                bail!(
+                    "--children times functions inside one parent: give one --fn (it matched {} \
+                     functions)",
+                    requested.len()
+                );
+            }
+            for (name, target) in resolve_functions(functions, &probe.children)? {
+                if requested
+                    .iter()
+                    .all(|(_, known)| known.symbol != target.symbol)
+                {
+                    children.insert(target.symbol.clone());
+                    requested.push((name, target));
+                }
+            }
+            if children.is_empty() {
+                bail!("--children matched only the parent itself");
+            }
+        }
+        let (at_sites, at_entry): (Vec<_>, Vec<_>) =
+            requested.into_iter().partition(|(_, target)| {
+                let (placement, note) =
+                    attach::place(probe.mode, &target.symbol, target.traceable, || {
+                        attach::ask_kernel(&target.symbol)
+                    });
+                if let Some(note) = note {
+                    eprintln!("hotprof: note: {note}");
+                }
+                placement == attach::Placement::CallSites
+            });
+        if probe.callers.is_some() && at_sites.is_empty() {
+            bail!(
+                "--callers applies to functions timed at their call sites (--mode callsite, or \
+                 a notrace function in auto mode)"
+            );
+        }
+        let mut probed = Vec::new();
+        for (name, target) in at_entry {
+            probed.push(Probed {
+                name,
+                symbol: target.symbol.clone(),
+                site: None,
+                child: children.contains(&target.symbol),
+                multi_link: false,
+                session_link: false,
+            });
+            targets.push(target);
+        }
+        if !at_sites.is_empty() {
+            let code = KernelCode::read(functions, &Kcore::open()?)?;
+            let mut found = Vec::new();
+            for (name, target) in at_sites {
+                let covered = covered_sites(&code, &target, probe)?;
+                found.push((name, target, covered));
+            }
+            let budget = (KPROBE_SLOTS as usize).saturating_sub(probed.len());
+            let counts: Vec<usize> = found.iter().map(|(_, _, sites)| sites.len()).collect();
+            let slots = attach::site_slots(&counts, budget)?;
+            for ((name, target, covered), slots) in found.into_iter().zip(slots) {
+                for group in attach::group_sites(covered, slots) {
+                    let site = match group.as_slice() {
+                        [one] => one.label(),
+                        more => format!("{} more call sites", more.len()),
+                    };
+                    probed.push(Probed {
+                        name: name.clone(),
+                        symbol: target.symbol.clone(),
+                        site: Some(site),
+                        child: children.contains(&target.symbol),
+                        multi_link: false,
+                        session_link: false,
+                    });
+                    // Each site's slot has the function as its target (the stacks' leaf).
+                    targets.push(target.clone());
+                    sites.push(group);
+                }
+            }
+        }
+        probed
+    } else {
+        if tracefs.is_none() {
+            bail!("--syscall needs tracefs (mount -t tracefs tracefs /sys/kernel/tracing)");
+        }
+        probe
+            .syscalls
+            .iter()
+            .map(|s| Probed {
+                name: s.clone(),
+                symbol: format!("sys_enter_{s}"),
+                site: None,
+                child: false,
+                multi_link: false,
+                session_link: false,
+            })
+            .collect()
+    };
+
+    let follow = !spec.command.is_empty();
+    // Read whenever there is a tracefs (the hash-map object reads `sched_process_free`'s pid
+    // in every run); unreadable is only an error where the offsets matter most.
+    let offsets = match tracefs.as_deref().map(TracepointOffsets::read) {
+        Some(Ok(offsets)) => Some(offsets),
+        Some(Err(error)) if follow || spec.off_cpu => bail!(error),
+        _ => None,
+    };
+    let config = ProbeConfig {
+        functions: probed.len() as u32,
+        filter_tgids: follow || !probe.filter.pids.is_empty(),
+        exclude_tgid: Some(std::process::id()),
+        tid: probe.filter.tid,
+        cpu: probe.filter.cpu,
+        cgroup_id: filter.cgroup_id,
+        comm: filter.comm,
+        min_latency_ns: probe.min_latency.map_or(0, |d| d.as_nanos() as u64),
+        off_cpu: spec.off_cpu,
+        capture_stacks: spec.stacks,
+        stack_sample_every: spec.stack_sample_every,
+        stack_map_size: spec.stack_map_size,
+        offsets,
+        by: probe.by.codes(),
+        max_keys: probe.max_keys,
+        slowest: spec.slowest,
+        conditions: probe
+            .condition
+            .as_ref()
+            .map(FilterExpr::conditions)
+            .unwrap_or_default(),
+        condition_comm: probe
+            .condition
+            .as_ref()
+            .map(FilterExpr::comm)
+            .unwrap_or_default(),
+        child_slots: child_slots(&probed)?,
+        sampling: spec.sample_inside,
+        sample_inside: spec.sample_inside,
+        main_object: false,
+    };
+    let keys = KeyNames::new(probe.by.clone())?;
+    // Timed before anything is attached: the run's own probes must not be in the baseline.
+    let calibration_baseline = probe.calibrate.then(|| {
+        let symbols: Vec<&str> = targets.iter().map(|t| t.symbol.as_str()).collect();
+        // Call-site mode when no function is timed at its entry.
+        let at_call_sites = !sites.is_empty() && targets.len() == sites.len();
+        crate::calibrate::baseline(&symbols, &probe.syscalls, at_call_sites)
+    });
+    let attach::Loaded {
+        mut ebpf,
+        task_store,
+    } = load(&config)?;
+    let mut links = attach::KprobeLinks::default();
+    let entries = targets.len() - sites.len();
+    attach::AttachSignals::check("probes", 0, probed.len())?;
+    // Before the probes: a task that opens a frame must find its exit hook in place (with the
+    // hash-map store, a task gone in between left its entry, counted in flight, forever).
+    attach::attach_tracking(&mut ebpf, task_store, spec.off_cpu, follow)?;
+    let mode = if targets.is_empty() {
+        attach::attach_syscalls_in(
+            &mut ebpf,
+            &probe.syscalls,
+            tracefs.as_deref().unwrap_or(std::path::Path::new("")),
+            probe.syscall_mode,
+            follow || !probe.filter.pids.is_empty(),
+        )?
+    } else {
+        if probe.mode == Mode::Kprobe && !attach::kprobes_available() {
+            return Err(attach::AttachError::NoKprobes {
+                release: crate::kernel_release(),
+                fentry: None,
+            }
+            .into());
+        }
+        let site_count: usize = sites.iter().map(Vec::len).sum();
+        if let Err(err) = attach::raise_fd_limit(entries + 2 * site_count) {
+            eprintln!("hotprof: note: could not raise the open-file limit: {err}");
+        }
+        let mut progress = Progress::stderr();
+        let mut mode = AttachedMode::Callsite;
+        if entries > 0 {
+            let attached = attach::attach_functions_with(
+                &mut ebpf,
+                &targets[..entries],
+                probe.mode,
+                kprobe_attach(spec, entries, sites.len()),
+                &mut progress,
+            )?;
+            for note in attached.notes {
+                eprintln!("hotprof: note: {note}");
+            }
+            for (probed, multi) in probed.iter_mut().zip(attached.multi_linked) {
+                probed.multi_link = multi;
+                probed.session_link = attached.session;
+            }
+            links = attached.links;
+            mode = attached.mode;
+        }
+        if !sites.is_empty() {
+            let at_sites = attach::attach_call_sites(&mut ebpf, &sites, entries, &mut progress)?;
+            links.extend(at_sites);
+        }
+        progress.clear();
+        mode
+    };
+    // Calibrated through the link when the run's functions went through it.
+    let kprobe_attach = if probed.iter().any(|p| p.session_link) {
+        attach::KprobeAttach::Session
+    } else if probed.iter().any(|p| p.multi_link) {
+        attach::KprobeAttach::Multi
+    } else {
+        attach::KprobeAttach::Single
+    };
+    let calibration = calibration_baseline.map(|baseline| crate::calibrate::Calibration {
+        baseline,
+        mode,
+        kprobe_attach,
+        store: task_store,
+        kernel,
+        run: config.clone(),
+    });
+    attach::AttachSignals::check_at(|| {
+        format!("all {} probes (then calibrating or starting)", probed.len())
+    })?;
+    Ok(Attached {
+        ebpf,
+        links,
+        probed,
+        targets,
+        mode,
+        task_store,
+        calibration,
+        keys,
+    })
+}
+
+/// How kprobe mode attaches this run's `entries` functions (and `sites` call sites): through
+/// a kprobe.session link, unless the user said otherwise (`--no-kprobe-session`,
+/// `--no-kprobe-multi`), only when no call needs a frame — one function timed at its entry,
+/// no nesting to see, nothing kept per call but its entry time; else the kprobe.multi link.
+fn kprobe_attach(spec: &SessionSpec, entries: usize, sites: usize) -> attach::KprobeAttach {
+    let probe = &spec.probe;
+    let frameless = entries == 1
+        && sites == 0
+        && probe.children.is_empty()
+        && probe.by.is_empty()
+        && probe.condition.is_none()
+        && !spec.off_cpu
+        && spec.stacks == StackCapture::None
+        && spec.slowest == 0
+        && !spec.sample_inside;
+    match probe.kprobe_attach {
+        attach::KprobeAttach::Session if !frameless => attach::KprobeAttach::Multi,
+        chosen => chosen,
+    }
+}
+
+/// Refuses more functions than `--max-functions` allows, before anything is attached: each
+/// gets its own histograms in the kernel and its probes, which for thousands take long to
+/// set up (and, as perf kprobes, minutes to attach and detach).
+fn check_function_count(matched: usize, probe: &ProbeSpec) -> anyhow::Result<()> {
+    if matched <= probe.max_functions {
+        return Ok(());
+    }
+    let what = probe
+        .functions
+        .iter()
+        .map(|f| format!("'{f}'"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    bail!(
+        "--fn {what} matches {matched} functions, more than --max-functions {} allows: each \
+         gets its own in-kernel histograms and probes (in a 6.12 test guest 1000 functions took \
+         14 s to start through the kprobe.multi link, 11 s of it creating the histograms; \
+         through a perf kprobe each, as before Linux 5.18, 31 s to attach and 83 s to detach); \
+         narrow the glob or pass --max-functions {matched}",
+        probe.max_functions
+    )
+}
+
+/// The `CHILD_SLOTS` bitmap of `--children`; the probes check it for the first 64 slots.
+fn child_slots(probed: &[Probed]) -> anyhow::Result<u64> {
+    let mut bits = 0u64;
+    for (slot, _) in probed.iter().enumerate().filter(|(_, p)| p.child) {
+        if slot >= 64 {
+            bail!(
+                "--children: at most 63 child functions and call sites per run (narrow the glob)"
+            );
+        }
+        bits |= 1 << slot;
+    }
+    Ok(bits)
+}
+
+/// Resolves every `--fn` argument: what the user called each target, and the target, each
+/// symbol once.
+fn resolve_functions(
+    functions: &KernelFunctions,
+    requested: &[String],
+) -> anyhow::Result<Vec<(String, resolve::Target)>> {
+    let btf = attach::kernel_btf().ok();
+    let in_btf = |name: &str| btf.is_some_and(|b| b.function(name).is_some());
+    let mut resolved: Vec<(String, resolve::Target)> = Vec::new();
+    for request in requested {
+        for target in functions.resolve(request, &in_btf)? {
+            if let Some(note) = &target.note {
+                eprintln!("hotprof: note: {note}");
+            }
+            if resolved.iter().any(|(_, t)| t.symbol == target.symbol) {
+                continue;
+            }
+            let name = if resolve::is_glob(request) {
+                target.symbol.clone()
+            } else {
+                request.clone()
+            };
+            resolved.push((name, target));
+        }
+    }
+    Ok(resolved)
+}
+
+/// The sites of `target` that can be timed (a note says how many of all), or one line saying
+/// why there are none.
+fn covered_sites(
+    code: &KernelCode,
+    target: &resolve::Target,
+    probe: &ProbeSpec,
+) -> anyhow::Result<Vec<CallSite>> {
+    let function = &target.symbol;
+    let sites = code.call_sites(target.address, probe.callers.as_deref());
+    if sites.covered.is_empty() {
+        let all = code.call_sites(target.address, None);
+        match &probe.callers {
+            Some(glob) if !all.covered.is_empty() => bail!(
+                "--callers '{glob}' matches no caller of {function} (it has {} call sites in {} \
+                 callers; `hotprof list {function}` counts them)",
+                all.covered.len(),
+                all.callers()
+            ),
+            _ if all.covered.is_empty() && all.skipped.is_empty() => bail!(
+                "{function} has no direct callers in the kernel's code: nothing to time at call \
+                 sites (it is called through function pointers only, or not at all)"
+            ),
+            _ => bail!("no call site of {function} can be timed: {}", all.summary()),
+        }
+    }
+    let why = if probe.mode == Mode::Callsite {
+        String::new()
+    } else {
+        " has no ftrace location (notrace): the kernel refuses a kprobe at its entry, and \
+         fentry too;"
+            .into()
+    };
+    eprintln!(
+        "hotprof: note: {function}{why} timing it at its call sites ({} in {} callers): {}",
+        sites.covered.len(),
+        sites.callers(),
+        sites.summary()
+    );
+    Ok(sites.covered)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_glob_matching_more_than_max_functions_is_refused_naming_the_count() {
+        let mut probe = ProbeSpec {
+            functions: vec!["vfs_*".into()],
+            max_functions: 3,
+            ..ProbeSpec::default()
+        };
+        assert!(check_function_count(3, &probe).is_ok());
+        let refused = check_function_count(40, &probe).unwrap_err().to_string();
+        assert!(
+            refused.starts_with("--fn 'vfs_*' matches 40 functions, more than --max-functions 3"),
+            "{refused}"
+        );
+        assert!(refused.ends_with("pass --max-functions 40"), "{refused}");
+        probe.max_functions = 40;
+        assert!(check_function_count(40, &probe).is_ok());
+    }
+
+    #[test]
+    fn only_runs_that_need_no_frames_use_the_session_link() {
+        let one = SessionSpec::default();
+        assert_eq!(kprobe_attach(&one, 1, 0), attach::KprobeAttach::Session);
+        // Nesting to see, or a call site (its frames are matched by stack pointer).
+        assert_eq!(kprobe_attach(&one, 2, 0), attach::KprobeAttach::Multi);
+        assert_eq!(kprobe_attach(&one, 1, 1), attach::KprobeAttach::Multi);
+        // Each option that keeps something in a frame.
+        let with = |change: fn(&mut SessionSpec)| {
+            let mut spec = SessionSpec::default();
+            change(&mut spec);
+            kprobe_attach(&spec, 1, 0)
+        };
+        assert_eq!(with(|s| s.off_cpu = true), attach::KprobeAttach::Multi);
+        assert_eq!(
+            with(|s| s.stacks = StackCapture::Kernel),
+            attach::KprobeAttach::Multi
+        );
+        assert_eq!(with(|s| s.slowest = 3), attach::KprobeAttach::Multi);
+        assert_eq!(
+            with(|s| s.sample_inside = true),
+            attach::KprobeAttach::Multi
+        );
+        assert_eq!(
+            with(|s| s.probe.children = vec!["f".into()]),
+            attach::KprobeAttach::Multi
+        );
+        // What the user chose stays.
+        assert_eq!(
+            with(|s| s.probe.kprobe_attach = attach::KprobeAttach::Single),
+            attach::KprobeAttach::Single
+        );
+        assert_eq!(
+            with(|s| s.probe.kprobe_attach = attach::KprobeAttach::Multi),
+            attach::KprobeAttach::Multi
+        );
+    }
+}

@@ -1,0 +1,175 @@
+//! Checking the request against the system before anything is loaded.
+
+use anyhow::{Context as _, bail};
+
+use super::spec::{FilterSpec, Filters, SessionSpec};
+use crate::attach;
+use crate::model::{ByField, FilterExpr};
+
+/// Fails unless the run names either processes (`-p`) or a command, not both.
+pub fn check_processes(pids: &[u32], command: &[String]) -> anyhow::Result<()> {
+    if !command.is_empty() && !pids.is_empty() {
+        bail!("give either -p/--pid or a command after --, not both");
+    }
+    Ok(())
+}
+
+/// Checks the request against the system before anything is loaded, so a typo costs nothing;
+/// returns the filters as the probes compare them.
+pub fn validate(spec: &SessionSpec) -> anyhow::Result<Filters> {
+    let probe = &spec.probe;
+    if probe.functions.is_empty() && probe.syscalls.is_empty() {
+        bail!("nothing to measure: give --fn FUNC or --syscall NAME (see hotprof --help)");
+    }
+    if !probe.functions.is_empty() && !probe.syscalls.is_empty() {
+        bail!("--fn and --syscall cannot be combined in one run");
+    }
+    check_processes(&probe.filter.pids, &spec.command)?;
+    if !probe.syscalls.is_empty() && probe.by.fields().contains(&ByField::Caller) {
+        bail!("--by caller needs --fn: a syscall's caller is user space");
+    }
+    if !probe.syscalls.is_empty()
+        && probe
+            .condition
+            .as_ref()
+            .is_some_and(FilterExpr::reads_caller)
+    {
+        bail!("--filter on caller needs --fn: a syscall's caller is user space");
+    }
+    if !probe.by.is_empty() && probe.max_keys == 0 {
+        bail!("--max-keys must be at least 1");
+    }
+    validate_filters(&probe.filter)
+}
+
+/// Checks what must hold once the command's own options are checked: the workload can be run
+/// and hotprof may load BPF programs.
+pub fn check_system(command: &[String]) -> anyhow::Result<()> {
+    if let Some(program) = command.first() {
+        crate::workload::check_runnable(program)?;
+    }
+    attach::check_privileges()?;
+    Ok(())
+}
+
+/// Fails unless `pid` (`-p`) is a running process other than this hotprof.
+pub fn check_pid(pid: u32) -> anyhow::Result<()> {
+    if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        bail!("no process with pid {pid}");
+    }
+    // The probes never see hotprof's own calls: they take a traced process tree not to hold
+    // it (`wanted_task` in the eBPF programs).
+    if pid == std::process::id() {
+        bail!("-p {pid} is this hotprof itself, whose own calls are never traced");
+    }
+    Ok(())
+}
+
+/// Checks filter arguments against the system, turning them into what the probes compare.
+fn validate_filters(filter: &FilterSpec) -> anyhow::Result<Filters> {
+    for &pid in &filter.pids {
+        check_pid(pid)?;
+    }
+    if let Some(cpu) = filter.cpu {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+        if cpu >= cpus {
+            bail!("--cpu {cpu}: this machine has CPUs 0..{}", cpus - 1);
+        }
+    }
+    let comm = match &filter.comm {
+        None => None,
+        Some(comm) => Some(comm_bytes(comm)?),
+    };
+    let cgroup_id = match &filter.cgroup {
+        None => None,
+        Some(path) => {
+            use std::os::unix::fs::MetadataExt as _;
+            let meta =
+                std::fs::metadata(path).with_context(|| format!("--cgroup {}", path.display()))?;
+            if !meta.is_dir() {
+                bail!("--cgroup {}: not a cgroup directory", path.display());
+            }
+            Some(meta.ino())
+        }
+    };
+    Ok(Filters { cgroup_id, comm })
+}
+
+/// A command name as the kernel keeps it: 1 to 15 bytes, NUL-padded to 16.
+fn comm_bytes(comm: &str) -> anyhow::Result<[u8; 16]> {
+    if comm.is_empty() || comm.len() > 15 {
+        bail!("--comm '{comm}': a command name has 1 to 15 bytes");
+    }
+    let mut bytes = [0u8; 16];
+    bytes[..comm.len()].copy_from_slice(comm.as_bytes());
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::spec::ProbeSpec;
+    use super::*;
+
+    fn spec(functions: &[&str], syscalls: &[&str]) -> SessionSpec {
+        SessionSpec {
+            probe: ProbeSpec {
+                functions: functions.iter().map(|s| s.to_string()).collect(),
+                syscalls: syscalls.iter().map(|s| s.to_string()).collect(),
+                ..ProbeSpec::default()
+            },
+            ..SessionSpec::default()
+        }
+    }
+
+    fn error(result: anyhow::Result<Filters>) -> String {
+        match result {
+            Ok(_) => panic!("accepted"),
+            Err(err) => err.to_string(),
+        }
+    }
+
+    #[test]
+    fn something_to_measure_and_only_one_kind() {
+        assert!(error(validate(&spec(&[], &[]))).starts_with("nothing to measure"));
+        assert!(error(validate(&spec(&["vfs_read"], &["getpid"]))).contains("cannot be combined"));
+        assert!(validate(&spec(&["vfs_read"], &[])).is_ok());
+    }
+
+    #[test]
+    fn pids_or_a_command_not_both() {
+        let mut both = spec(&["vfs_read"], &[]);
+        both.probe.filter.pids = vec![1];
+        both.command = vec!["true".into()];
+        assert!(error(validate(&both)).contains("either -p/--pid or a command"));
+        assert!(check_processes(&[1], &[]).is_ok());
+        assert!(check_processes(&[], &["true".into()]).is_ok());
+    }
+
+    #[test]
+    fn filters_are_checked_against_the_system() {
+        let mut no_pid = spec(&["vfs_read"], &[]);
+        no_pid.probe.filter.pids = vec![u32::MAX];
+        assert!(error(validate(&no_pid)).contains("no process with pid"));
+        // The probes take hotprof never to be in the traced process tree.
+        let mut itself = spec(&["vfs_read"], &[]);
+        itself.probe.filter.pids = vec![std::process::id()];
+        assert!(error(validate(&itself)).contains("is this hotprof itself"));
+        let mut cpu = spec(&["vfs_read"], &[]);
+        cpu.probe.filter.cpu = Some(100_000);
+        assert!(error(validate(&cpu)).starts_with("--cpu 100000: this machine has CPUs 0.."));
+        let mut cgroup = spec(&["vfs_read"], &[]);
+        cgroup.probe.filter.cgroup = Some("/proc/self/status".into());
+        assert!(error(validate(&cgroup)).contains("not a cgroup directory"));
+        let mut missing = spec(&["vfs_read"], &[]);
+        missing.probe.filter.cgroup = Some("/no/such/cgroup".into());
+        assert!(error(validate(&missing)).starts_with("--cgroup /no/such/cgroup"));
+    }
+
+    #[test]
+    fn a_comm_is_one_to_fifteen_bytes_nul_padded() {
+        assert_eq!(&comm_bytes("dd").unwrap()[..3], b"dd\0");
+        assert!(comm_bytes("").is_err());
+        assert!(comm_bytes("sixteen_bytes_xx").is_err());
+        assert_eq!(comm_bytes("fifteen_bytes_x").unwrap()[15], 0);
+    }
+}
