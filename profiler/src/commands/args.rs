@@ -68,8 +68,9 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "GLOB")]
     pub callers: Option<String>,
 
-    /// Most functions the --fn globs may match: each is a probe pair attached one at a time,
-    /// so thousands take minutes.
+    /// Most functions the --fn globs may match: a limit against a glob that matches far more
+    /// than meant. Through a kprobe.multi link (5.18+ with fprobe) a thousand attach in under
+    /// a second; as perf kprobes, one at a time, in tens of seconds (docs/bench.md).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_FUNCTIONS)]
     pub max_functions: usize,
 
