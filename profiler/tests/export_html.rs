@@ -112,6 +112,42 @@ fn chromium() -> Option<PathBuf> {
     found
 }
 
+/// Headless Chromium now and then hangs on a page it renders in a second at other times (once
+/// in a clean-clone CI run, its other pages done): one more try, from a fresh profile, tells
+/// a hung browser from a page that cannot render (which fails both).
+const CHROMIUM_ATTEMPTS: u32 = 2;
+
+/// The command that screenshots `page` into `png` in a `height`-pixel window.
+fn chromium_command(browser: &Path, dir: &Path, png: &Path, page: &Path, height: u32) -> Command {
+    let mut command = Command::new(browser);
+    command
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            // Without these the screenshot can race rasterization (half-painted charts)
+            // and the flamegraph frame's script.
+            "--run-all-compositor-stages-before-draw",
+            "--virtual-time-budget=5000",
+            "--host-resolver-rules=MAP * ~NOTFOUND",
+        ])
+        .arg(format!("--user-data-dir={}", dir.join("profile").display()))
+        .arg(format!(
+            "--log-net-log={}",
+            dir.join("netlog.json").display()
+        ))
+        .arg(format!("--screenshot={}", png.display()))
+        .arg(format!("--window-size=1200,{height}"))
+        .arg(format!("file://{}", page.display()));
+    command
+}
+
 /// Screenshots `html` in headless Chromium with all name resolution failing (so a page
 /// needing the network would render visibly broken), and returns the decoded pixels and the
 /// URLs the page requested, from Chromium's NetLog.
@@ -120,34 +156,24 @@ fn screenshot(browser: &Path, name: &str, html: &str, height: u32) -> Screenshot
     let page = dir.join(format!("{name}.html"));
     std::fs::write(&page, html).unwrap();
     let png = dir.join(format!("{name}.png"));
-    let output = common::run_with_timeout(
-        Command::new(browser)
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--hide-scrollbars",
-                // Without these the screenshot can race rasterization (half-painted charts)
-                // and the flamegraph frame's script.
-                "--run-all-compositor-stages-before-draw",
-                "--virtual-time-budget=5000",
-                "--host-resolver-rules=MAP * ~NOTFOUND",
-            ])
-            .arg(format!("--user-data-dir={}", dir.join("profile").display()))
-            .arg(format!(
-                "--log-net-log={}",
-                dir.join("netlog.json").display()
-            ))
-            .arg(format!("--screenshot={}", png.display()))
-            .arg(format!("--window-size=1200,{height}"))
-            .arg(format!("file://{}", page.display())),
-        Duration::from_secs(120),
-    );
+    let mut attempt = 0;
+    let output = loop {
+        attempt += 1;
+        // A fresh profile each time: a hung run may have left its own half-written.
+        let _ = std::fs::remove_dir_all(dir.join("profile"));
+        match common::try_run_with_timeout(
+            &mut chromium_command(browser, &dir, &png, &page, height),
+            Duration::from_secs(120),
+        ) {
+            Ok(output) => break output,
+            Err(hung) if attempt < CHROMIUM_ATTEMPTS => {
+                eprintln!(
+                    "chromium hung (attempt {attempt} of {CHROMIUM_ATTEMPTS}), again: {hung}"
+                );
+            }
+            Err(hung) => panic!("{hung}"),
+        }
+    };
     assert!(
         output.status.success() && png.is_file(),
         "chromium failed ({}):\n{}",
