@@ -18,6 +18,7 @@ use crate::report;
 use crate::session::{
     self, Attached, Filters, Followed, MapsWatcher, Session, SessionSpec, Signals,
 };
+use crate::sys::clock;
 use crate::units::parse_positive_duration;
 
 /// `hotprof --help` examples: the four seed scenarios, each a command that was run (the
@@ -238,7 +239,7 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
     let mut maps = MapsWatcher::default();
     let started = Instant::now();
     // The probes' clock (CLOCK_MONOTONIC), to place the slowest calls in the run.
-    let started_monotonic_ns = monotonic_ns();
+    let started_monotonic_ns = clock::monotonic_ns();
     let mut runs = Vec::new();
     let mut intervals = Vec::new();
     let mut exit_code = 0;
@@ -469,12 +470,6 @@ struct RunOutcome {
     intervals: Vec<IntervalRecord>,
 }
 
-/// CPU time this thread has used (the runtime is single-threaded, so this is hotprof's own
-/// work, whatever else the machine is doing).
-fn thread_cpu_time() -> Duration {
-    crate::sys::clock::thread_cpu_time()
-}
-
 /// The compact JSON form of one interval report.
 fn interval_record(
     index: u64,
@@ -579,7 +574,7 @@ async fn measure(
                 interval_index += 1;
                 progress.clear();
                 let woke_at = started.elapsed();
-                let cpu_at = thread_cpu_time();
+                let cpu_at = clock::thread_cpu_time();
                 let now = collect::snapshot(ebpf, session.probed.len())?;
                 let elapsed = started.elapsed();
                 // Counted by the probes as they create entries: no walk of the map per report.
@@ -597,7 +592,7 @@ async fn measure(
                     &recording,
                 );
                 record.report_ns = Some((started.elapsed() - woke_at).as_nanos() as u64);
-                record.report_cpu_ns = Some((thread_cpu_time().saturating_sub(cpu_at)).as_nanos() as u64);
+                record.report_cpu_ns = Some((clock::thread_cpu_time().saturating_sub(cpu_at)).as_nanos() as u64);
                 outcome.intervals.push(record);
                 previous = now;
                 previous_at = elapsed;
@@ -636,11 +631,6 @@ fn check_writable(option: &str, path: &std::path::Path) -> anyhow::Result<()> {
         bail!("{option} {}: is a directory", path.display());
     }
     Ok(())
-}
-
-/// CLOCK_MONOTONIC now, in nanoseconds: the clock `bpf_ktime_get_ns` reads.
-fn monotonic_ns() -> u64 {
-    crate::sys::clock::monotonic_ns()
 }
 
 #[cfg(test)]

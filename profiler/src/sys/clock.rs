@@ -15,7 +15,8 @@ fn read(clock: libc::clockid_t) -> Option<Duration> {
 }
 
 /// CPU time the calling thread has used (CLOCK_THREAD_CPUTIME_ID, on every Linux since
-/// 2.6.12); zero if the clock cannot be read.
+/// 2.6.12); zero if the clock cannot be read. On hotprof's single-threaded runtime, hotprof's
+/// own work, whatever else the machine is doing.
 pub fn thread_cpu_time() -> Duration {
     read(libc::CLOCK_THREAD_CPUTIME_ID).unwrap_or_default()
 }

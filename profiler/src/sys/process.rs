@@ -103,11 +103,11 @@ pub fn fork_gated(
     stdout: &OwnedFd,
     exec_errors: &OwnedFd,
 ) -> io::Result<u32> {
-    let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
-    argv_ptrs.push(std::ptr::null());
     if argv.is_empty() {
         return Err(io::Error::from(io::ErrorKind::InvalidInput));
     }
+    let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    argv_ptrs.push(std::ptr::null());
     // SAFETY: getpid has no preconditions.
     let parent = unsafe { libc::getpid() };
     // SAFETY: after fork the child only calls async-signal-safe functions (prctl, getppid,
