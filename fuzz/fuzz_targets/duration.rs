@@ -1,11 +1,11 @@
-//! `profiler::units::parse_duration`: `--duration`, `--interval`, `--min-latency` values.
+//! `hotprof_model::units::parse_duration`: `--duration`, `--interval`, `--min-latency` values.
 //!
 //! Properties: never panics; an accepted duration is below `u64::MAX / 2` ns (the bound the
 //! parser promises) and `parse_positive_duration` agrees with it.
 #![no_main]
 
+use hotprof_model::units::{parse_duration, parse_positive_duration};
 use libfuzzer_sys::fuzz_target;
-use profiler::units::{parse_duration, parse_positive_duration};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {

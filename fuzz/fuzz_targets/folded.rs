@@ -1,4 +1,4 @@
-//! `profiler::flame::parse_folded`: folded stacks (`frame;frame;frame WEIGHT` per line), as
+//! `hotprof_model::flame::parse_folded`: folded stacks (`frame;frame;frame WEIGHT` per line), as
 //! written by `hotprof --folded` and by other profilers' stackcollapse scripts, read back to
 //! draw and diff flame graphs.
 //!
@@ -11,8 +11,10 @@
 //!   name) always form a stack that parses back as exactly itself.
 #![no_main]
 
+use hotprof_model::flame::{
+    merge_folded, parse_folded, sanitize_frame, total_weight, write_folded,
+};
 use libfuzzer_sys::fuzz_target;
-use profiler::flame::{merge_folded, parse_folded, sanitize_frame, total_weight, write_folded};
 
 fn written(folded: &[(String, u64)]) -> Vec<u8> {
     let mut out = Vec::new();

@@ -9,8 +9,8 @@
 //! function symbol of the input.
 #![no_main]
 
+use hotprof_model::symbols::{KernelFunctions, parse_kallsyms};
 use libfuzzer_sys::fuzz_target;
-use profiler::resolve::{KernelFunctions, parse_kallsyms};
 
 fuzz_target!(|data: &[u8]| {
     let mut parts = data.splitn(4, |&b| b == 0);

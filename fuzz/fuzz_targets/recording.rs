@@ -1,4 +1,4 @@
-//! `profiler::model::parse_recording`: the JSON recordings `--json` writes and
+//! `hotprof_model::model::parse_recording`: the JSON recordings `--json` writes and
 //! `hotprof compare` reads back, possibly from someone else's machine.
 //!
 //! Properties:
@@ -9,8 +9,8 @@
 //!   buckets, its quantiles) does not panic either.
 #![no_main]
 
+use hotprof_model::model::parse_recording;
 use libfuzzer_sys::fuzz_target;
-use profiler::model::parse_recording;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(recording) = parse_recording(data, "fuzz.json") else {

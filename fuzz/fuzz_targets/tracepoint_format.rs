@@ -1,4 +1,4 @@
-//! `profiler::attach::field_offset`: tracepoint `format` files from tracefs.
+//! `hotprof_model::tracepoint_format::field_offset`: tracepoint `format` files from tracefs.
 //!
 //! The input is `format \0 field`; without a NUL byte, the fields the eBPF programs really
 //! read (`prev_pid`, `next_pid`, `child_pid`) and every name declared in the input are asked.
@@ -6,8 +6,8 @@
 //! Properties: never panics; a field that is found is named in the format text.
 #![no_main]
 
+use hotprof_model::tracepoint_format::field_offset;
 use libfuzzer_sys::fuzz_target;
-use profiler::attach::field_offset;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {

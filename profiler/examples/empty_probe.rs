@@ -123,8 +123,8 @@ fn run() -> Result<u8> {
             }
         }
         "session" => {
-            let functions = profiler::resolve::KernelFunctions::from_system()
-                .context("reading /proc/kallsyms")?;
+            let functions =
+                profiler::resolve::kernel_functions().context("reading /proc/kallsyms")?;
             let address = functions
                 .resolve(target, &|_| false)
                 .ok()

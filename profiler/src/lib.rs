@@ -22,11 +22,11 @@ pub mod attach;
 // 3. Reading the kernel maps into per-function totals and stacks.
 pub mod collect;
 
-// 4. The recording: histograms, percentiles, losses; the versioned JSON model.
-pub mod model;
-
-// 5. Text and JSON reports, stack tables, flamegraph titles.
-pub mod report;
+// 4–5. Everything that never touches the kernel is the `hotprof-model` crate: the recording
+// (histograms, percentiles, losses, the versioned JSON), units, base-vs-patched comparison,
+// flame graphs, text reports and the exports (Prometheus, pprof, HTML). Re-exported under
+// their old paths so the kernel-side stages read `crate::model`, `crate::report` as before.
+pub use hotprof_model::{compare, export, flame, model, report, units};
 
 // What the long-running commands share: validation, attach, the workload's life and the
 // signals of one run.
@@ -40,19 +40,6 @@ pub mod workload;
 
 // The progress line on a terminal.
 pub mod progress;
-
-// Durations and sizes as people write and read them.
-pub mod units;
-
-// Pure libraries over recordings and stacks (no kernel): folded stacks, symbolization and
-// inferno flamegraphs.
-pub mod flame;
-
-// Base vs patched statistics, in the kernel test robot's style.
-pub mod compare;
-
-// Prometheus, pprof, HTML.
-pub mod export;
 
 // The command layer: one module per subcommand.
 pub mod commands;

@@ -293,7 +293,7 @@ fn prometheus_samples(port: u16, promql: &str) -> Vec<f64> {
 }
 
 /// Index of the exported `le` bucket holding `ns`: the first boundary `2^k − 1 ≥ ns`
-/// (k ≥ 6), as in profiler/src/export/prometheus.rs.
+/// (k ≥ 6), as in hotprof-model/src/export/prometheus.rs.
 fn le_slot(ns: f64) -> u32 {
     (6..=36)
         .position(|k| ns <= ((1u64 << k) - 1) as f64)

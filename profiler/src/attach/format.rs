@@ -1,22 +1,9 @@
-//! Tracepoint `format` files: field offsets differ between kernels, so they are read at run
-//! time instead of being compiled into the eBPF programs.
+//! The tracepoint fields the eBPF programs read, from tracefs' `format` files (parsed by
+//! [`field_offset`]).
 
 use std::path::{Path, PathBuf};
 
-/// Offset of `field` in a tracepoint `format` description
-/// (`\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;`).
-pub fn field_offset(format: &str, field: &str) -> Option<u32> {
-    format.lines().find_map(|line| {
-        let mut parts = line.trim().split(';').map(str::trim);
-        let declaration = parts.next()?.strip_prefix("field:")?;
-        let name = declaration.rsplit([' ', '*']).next()?;
-        let name = name.split('[').next()?;
-        if name != field {
-            return None;
-        }
-        parts.find_map(|p| p.strip_prefix("offset:")?.parse().ok())
-    })
-}
+pub use hotprof_model::tracepoint_format::field_offset;
 
 /// The tracepoint fields the eBPF programs read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,17 +57,6 @@ mod tests {
 \tfield:pid_t parent_pid;\toffset:12;\tsize:4;\tsigned:1;\n\
 \tfield:__data_loc char[] child_comm;\toffset:16;\tsize:4;\tsigned:0;\n\
 \tfield:pid_t child_pid;\toffset:20;\tsize:4;\tsigned:1;\n";
-
-    #[test]
-    fn finds_offsets_in_both_layouts() {
-        assert_eq!(field_offset(SWITCH_6_1, "prev_pid"), Some(24));
-        assert_eq!(field_offset(SWITCH_6_1, "next_pid"), Some(56));
-        assert_eq!(field_offset(SWITCH_6_1, "prev_comm"), Some(8));
-        assert_eq!(field_offset(FORK_6_18, "child_pid"), Some(20));
-        assert_eq!(field_offset(FORK_6_18, "child_comm"), Some(16));
-        assert_eq!(field_offset(FORK_6_18, "missing"), None);
-        assert_eq!(field_offset("garbage\n\n", "x"), None);
-    }
 
     #[test]
     fn read_errors_keep_the_io_error_as_their_source() {

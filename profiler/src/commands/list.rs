@@ -23,7 +23,7 @@ pub struct ListArgs {
 
 pub fn run(args: &ListArgs) -> anyhow::Result<i32> {
     let pattern = args.pattern.as_str();
-    let kernel = KernelFunctions::from_system().context("cannot read /proc/kallsyms")?;
+    let kernel = crate::resolve::kernel_functions().context("cannot read /proc/kallsyms")?;
     let btf = crate::attach::kernel_btf().ok();
     let in_btf = |name: &str| btf.is_some_and(|b| b.function(name).is_some());
     let symbols: Vec<String> = if is_glob(pattern) {

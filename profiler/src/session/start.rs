@@ -49,8 +49,8 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
     let mut targets = Vec::new();
     let mut sites = Vec::new();
     let mut probed: Vec<Probed> = if !probe.functions.is_empty() {
-        let functions =
-            kernel.insert(KernelFunctions::from_system().context("cannot read /proc/kallsyms")?);
+        let functions = kernel
+            .insert(crate::resolve::kernel_functions().context("cannot read /proc/kallsyms")?);
         let mut requested = resolve_functions(functions, &probe.functions)?;
         check_function_count(requested.len(), probe)?;
         let mut children = std::collections::BTreeSet::new();

@@ -41,7 +41,7 @@ pub fn gather() -> Facts {
         mounted: tracefs_mounted,
         usable: resolve::tracefs_root(),
     };
-    let kernel = KernelFunctions::from_system().ok();
+    let kernel = crate::resolve::kernel_functions().ok();
     let kallsyms = match &kernel {
         None => Kallsyms::Unreadable,
         Some(k) if k.addresses_visible() => Kallsyms::Visible,

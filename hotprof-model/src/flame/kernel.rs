@@ -1,12 +1,12 @@
 //! Kernel addresses → function names, from `/proc/kallsyms`.
 //!
-//! The table is built once from the file's bytes (parsed by [`crate::resolve::parse_kallsyms`],
+//! The table is built once from the file's bytes (parsed by [`crate::symbols::parse_kallsyms`],
 //! the same parser target resolution uses) and looked up by binary search, so symbolizing the
 //! ≤127 frames of thousands of stacks costs microseconds. Data symbols stay in the table as
 //! upper bounds: an address past the last function before a data symbol is unknown rather than
 //! attributed to that function with a huge offset.
 
-use crate::resolve::{KernelSymbol, parse_kallsyms};
+use crate::symbols::{KernelSymbol, parse_kallsyms};
 
 #[derive(Clone, Debug)]
 struct Entry {

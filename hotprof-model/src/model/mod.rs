@@ -6,6 +6,8 @@ mod histogram;
 mod keys;
 mod merge;
 mod recording;
+mod snapshot;
+mod stacks;
 mod totals;
 
 pub use bias::{not_subtracted, without_bias};
@@ -18,4 +20,6 @@ pub use recording::{
     LoadError, Losses, Recording, RunRecord, SCHEMA_VERSION, SlowCallRecord, TaskStore,
     load_recording, parse_recording,
 };
+pub use snapshot::{KeyTotals, Snapshot, gauge, merge_stats, totals_of_chunks};
+pub use stacks::{CollectedStack, walked_calls, weight_sampled};
 pub use totals::FunctionTotals;

@@ -1,4 +1,4 @@
-//! Stacks → flame graphs: the stage after [`crate::collect`] for `--stacks` recordings and
+//! Stacks → flame graphs: the stage after the profiler's collector for `--stacks` recordings and
 //! `hotprof sample`.
 //!
 //! The eBPF side aggregates, per distinct (kernel stack id, user stack id, pid), the summed

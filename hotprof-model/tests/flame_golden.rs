@@ -3,7 +3,7 @@
 //! colors or inferno version shows up in review. After an intended change, rewrite them with
 //!
 //! ```text
-//! HOTPROF_BLESS=1 cargo test -p profiler --test flame_golden
+//! HOTPROF_BLESS=1 cargo test -p hotprof-model --test flame_golden
 //! ```
 //!
 //! and look at the new SVGs in a browser before committing. Beyond the bytes, every SVG must
@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use profiler::flame::{
+use hotprof_model::flame::{
     FrameNames, KernelSymbolizer, StackRecord, Weight, fold, parse_folded, render_diff,
     render_flamegraph, total_weight, write_folded,
 };

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use profiler::export::html::{render_comparison, render_recording};
+use hotprof_model::export::html::{render_comparison, render_recording};
 
 /// A real flamegraph of the fixture stacks, as the `flame` module will produce it.
 fn flamegraph_svg() -> Vec<u8> {

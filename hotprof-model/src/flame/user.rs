@@ -277,7 +277,7 @@ mod tests {
         // Demangled, without the `::h0123456789abcdef` hash.
         assert_eq!(
             names[0],
-            "profiler::flame::user::tests::hotprof_known_function"
+            "hotprof_model::flame::user::tests::hotprof_known_function"
         );
         assert_eq!(names[0], names[1]);
         // Cached: a second call answers the same without re-reading anything.
@@ -301,7 +301,7 @@ mod tests {
         assert_eq!(
             symbolizer.symbolize(gone, &[address + 4, 8]),
             [
-                "profiler::flame::user::tests::hotprof_known_function",
+                "hotprof_model::flame::user::tests::hotprof_known_function",
                 UNKNOWN
             ]
         );

@@ -1,12 +1,12 @@
 //! Property tests of the log-linear latency histogram shared by the eBPF programs and
-//! userspace (`profiler_common::histogram`), of its userspace form (`profiler::model::Histogram`)
-//! and of the merging of per-CPU aggregates (`profiler::collect::merge_stats`).
+//! userspace (`profiler_common::histogram`), of its userspace form (`hotprof_model::model::Histogram`)
+//! and of the merging of per-CPU aggregates (`hotprof_model::model::merge_stats`).
 //!
-//! Run with `cargo test -p profiler --test proptest_histogram`; more cases with
-//! `PROPTEST_CASES=10000 cargo test -p profiler --test proptest_histogram`.
+//! Run with `cargo test -p hotprof-model --test proptest_histogram`; more cases with
+//! `PROPTEST_CASES=10000 cargo test -p hotprof-model --test proptest_histogram`.
 
-use profiler::collect::merge_stats;
-use profiler::model::Histogram;
+use hotprof_model::model::Histogram;
+use hotprof_model::model::merge_stats;
 use profiler_common::histogram::add_square;
 use profiler_common::{
     Call, FuncStats, NUM_BUCKETS, bucket_index, bucket_lower_bound, bucket_upper_bound,
@@ -153,7 +153,7 @@ proptest! {
 }
 
 // ---------------------------------------------------------------------------------------------
-// profiler::model::Histogram: record, add_bucket, merge, total
+// hotprof_model::model::Histogram: record, add_bucket, merge, total
 // ---------------------------------------------------------------------------------------------
 
 proptest! {
@@ -221,7 +221,7 @@ proptest! {
 }
 
 // ---------------------------------------------------------------------------------------------
-// profiler::model::Histogram::quantile
+// hotprof_model::model::Histogram::quantile
 // ---------------------------------------------------------------------------------------------
 
 /// Dyadic fractions `k / 2^20`, 0 and 1 included: exactly representable, and so is `q · n`,
@@ -304,7 +304,7 @@ proptest! {
 }
 
 // ---------------------------------------------------------------------------------------------
-// profiler::collect::merge_stats: per-CPU aggregates
+// hotprof_model::model::merge_stats: per-CPU aggregates
 // ---------------------------------------------------------------------------------------------
 
 fn call() -> impl Strategy<Value = Call> {

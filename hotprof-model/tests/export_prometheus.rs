@@ -17,11 +17,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use profiler::export::prometheus::{Format, LE_BOUNDARIES_NS, render};
+use hotprof_model::export::prometheus::{Format, LE_BOUNDARIES_NS, render};
 
 /// How many fields `Losses` has (each is one `hotprof_losses_total` series).
 fn loss_kinds() -> usize {
-    serde_json::to_value(profiler::model::Losses::default())
+    serde_json::to_value(hotprof_model::model::Losses::default())
         .unwrap()
         .as_object()
         .unwrap()
@@ -221,10 +221,10 @@ for f in text_string_to_metric_families(sys.stdin.read()):
 
 /// `recording` with call sites on every function: more than the 20 exported, with label
 /// values that need escaping.
-fn with_callers(mut recording: profiler::model::Recording) -> profiler::model::Recording {
+fn with_callers(mut recording: hotprof_model::model::Recording) -> hotprof_model::model::Recording {
     for function in &mut recording.functions {
         function.callers = (0..25u64)
-            .map(|i| profiler::model::CallerRecord {
+            .map(|i| hotprof_model::model::CallerRecord {
                 site: format!("caller_{i}\\\"q\\\"+0x{:x}", 0x10 + i),
                 count: 3,
                 sum_ns: 9_000 - 100 * i,

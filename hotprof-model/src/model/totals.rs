@@ -1,7 +1,6 @@
-//! One function's aggregates as the probes add them up: what [`collect`] reads from the
-//! kernel and [`FunctionRecord::from_aggregates`] makes a record of.
+//! One function's aggregates as the probes add them up: what the profiler's collector reads
+//! from the kernel and [`FunctionRecord::from_aggregates`] makes a record of.
 //!
-//! [`collect`]: crate::collect
 //! [`FunctionRecord::from_aggregates`]: super::FunctionRecord::from_aggregates
 
 use super::Histogram;

@@ -5,10 +5,10 @@ use std::path::Path;
 
 use anyhow::Context as _;
 
-use crate::collect::CollectedStack;
 use crate::flame::{
     self, KernelSymbolizer, SavedMaps, StackRecord, Symbols, UserSymbolizer, Weight,
 };
+use crate::model::CollectedStack;
 use crate::model::{FunctionRecord, Recording};
 
 /// Notes on each function of `recording` how its stacks were taken (`--stacks`): a random
@@ -541,7 +541,7 @@ ffffffff81007000 D __start_rodata\n";
             stack(0, &[TRAMPOLINE, VFS_READ, KSYS_READ, SYSCALL], 1_000, 4),
             stack(0, &[TRAMPOLINE, VFS_READ, SYSCALL], 50, 1),
         ];
-        crate::collect::weight_sampled(&mut stacks, 8);
+        crate::model::weight_sampled(&mut stacks, 8);
         let kernel = kernel();
         let records = records_for(&stacks, 0, Some(("vfs_read", VFS_READ)), &kernel);
         let read = "cat;[unknown];do_syscall_64_[k];ksys_read_[k];vfs_read_[k]";

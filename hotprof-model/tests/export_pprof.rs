@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use profiler::export::pprof::{ProfileMeta, encode};
+use hotprof_model::export::pprof::{ProfileMeta, encode};
 
 fn pprof(args: &[&str], file: &Path) -> String {
     let output = common::run_with_timeout(
