@@ -23,7 +23,8 @@ use serde::Serialize;
 use super::MIN_RUNS_FOR_RUN_TEST;
 use super::decide::{resolution_pct, run_test};
 use super::error::short_list;
-use super::row::{Row, SideStats, Unit};
+use super::metric::{Metric, RunFigures};
+use super::row::Row;
 use super::side::Side;
 use crate::model::FunctionRecord;
 
@@ -68,6 +69,27 @@ struct Part {
     sum_ns: u64,
     p50_ns: u64,
     p99_ns: u64,
+}
+
+impl RunFigures for Part {
+    fn calls(&self) -> u64 {
+        self.count
+    }
+    fn mean_ns(&self) -> f64 {
+        self.sum_ns as f64 / self.count as f64
+    }
+    fn p50_ns(&self) -> u64 {
+        self.p50_ns
+    }
+    fn p99_ns(&self) -> u64 {
+        self.p99_ns
+    }
+    fn p90_ns(&self) -> Option<u64> {
+        None
+    }
+    fn max_ns(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// A part's identity: its values (one for a call site, one per field for a key).
@@ -120,41 +142,6 @@ impl Breakdown {
             Self::CallSites => "a call site keeps no histogram",
             Self::Keys => "a key value keeps no sum of squares",
         }
-    }
-}
-
-/// The metrics compared per part, in table order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum PartMetric {
-    CallsPerRun,
-    Avg,
-    P50,
-    P99,
-}
-
-impl PartMetric {
-    const ALL: [Self; 4] = [Self::CallsPerRun, Self::Avg, Self::P50, Self::P99];
-
-    fn label(self) -> &'static str {
-        match self {
-            Self::CallsPerRun => "calls/run",
-            Self::Avg => "avg",
-            Self::P50 => "p50",
-            Self::P99 => "p99",
-        }
-    }
-
-    /// The figure of one run; latencies do not exist in a run without calls in the part.
-    fn per_run(self, part: &Part) -> Option<f64> {
-        if self != Self::CallsPerRun && part.count == 0 {
-            return None;
-        }
-        Some(match self {
-            Self::CallsPerRun => part.count as f64,
-            Self::Avg => part.sum_ns as f64 / part.count as f64,
-            Self::P50 => part.p50_ns as f64,
-            Self::P99 => part.p99_ns as f64,
-        })
     }
 }
 
@@ -222,7 +209,7 @@ fn compare_parts<'a>(
         .filter(|id| new_ids.contains(*id))
         .map(|&id| {
             let (base_parts, new_parts) = (base.per_run(id), new.per_run(id));
-            let rows = PartMetric::ALL
+            let rows = Metric::PART
                 .iter()
                 .map(|&metric| part_row(breakdown, metric, &base_parts, &new_parts))
                 .collect();
@@ -259,25 +246,14 @@ pub(super) fn compare_keys(
         .collect()
 }
 
-fn part_row(breakdown: Breakdown, metric: PartMetric, base: &[Part], new: &[Part]) -> Row {
+fn part_row(breakdown: Breakdown, metric: Metric, base: &[Part], new: &[Part]) -> Row {
     let values = |runs: &[Part]| -> Vec<f64> {
         runs.iter()
             .filter_map(|part| metric.per_run(part))
             .collect()
     };
     let (base_values, new_values) = (values(base), values(new));
-    let unit = if metric == PartMetric::CallsPerRun {
-        Unit::Calls
-    } else {
-        Unit::Ns
-    };
-    let mut row = Row::new(
-        metric.label().into(),
-        unit,
-        unit == Unit::Ns,
-        SideStats::of(&base_values),
-        SideStats::of(&new_values),
-    );
+    let mut row = metric.row(&base_values, &new_values);
     let test = if base_values.is_empty() || new_values.is_empty() {
         Err("no calls on one side".to_string())
     } else if base_values.len() >= MIN_RUNS_FOR_RUN_TEST
@@ -294,7 +270,7 @@ fn part_row(breakdown: Breakdown, metric: PartMetric, base: &[Part], new: &[Part
         Ok(test) => row.test = Some(test),
         Err(reason) => row.not_tested = Some(reason),
     }
-    if matches!(metric, PartMetric::P50 | PartMetric::P99) {
+    if matches!(metric, Metric::P50 | Metric::P99) {
         row.resolution_pct = resolution_pct(row.base.mean, row.new.mean, false);
     }
     row

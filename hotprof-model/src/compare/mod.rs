@@ -86,6 +86,7 @@ mod breakdown;
 mod decide;
 mod error;
 mod hypothesis;
+mod metric;
 mod notes;
 mod render;
 mod row;

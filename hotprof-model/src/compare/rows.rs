@@ -4,68 +4,11 @@ use super::binned::mann_whitney;
 use super::bootstrap::{RESAMPLES, quantile_difference, seed_for};
 use super::breakdown::{compare_callers, compare_keys};
 use super::decide::{resolution_pct, run_test};
+use super::metric::Metric;
 use super::row::{Row, SideStats, TestMethod, TestResult, Unit};
 use super::side::{Pooled, Side, pool};
 use super::{FunctionComparison, MIN_RUNS_FOR_RUN_TEST};
 use crate::model::FunctionRecord;
-
-/// The metrics compared for every function, in table order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum FunctionMetric {
-    CallsPerRun,
-    Avg,
-    P50,
-    P90,
-    P99,
-    Max,
-}
-
-impl FunctionMetric {
-    const ALL: [Self; 6] = [
-        Self::CallsPerRun,
-        Self::Avg,
-        Self::P50,
-        Self::P90,
-        Self::P99,
-        Self::Max,
-    ];
-
-    fn label(self) -> &'static str {
-        match self {
-            Self::CallsPerRun => "calls/run",
-            Self::Avg => "avg",
-            Self::P50 => "p50",
-            Self::P90 => "p90",
-            Self::P99 => "p99",
-            Self::Max => "max",
-        }
-    }
-
-    /// The figure of one run; latencies do not exist in a run without calls.
-    fn per_run(self, function: &FunctionRecord) -> Option<f64> {
-        if self != Self::CallsPerRun && function.count == 0 {
-            return None;
-        }
-        Some(match self {
-            Self::CallsPerRun => function.count as f64,
-            Self::Avg => function.mean_ns,
-            Self::P50 => function.p50_ns as f64,
-            Self::P90 => function.p90_ns as f64,
-            Self::P99 => function.p99_ns as f64,
-            Self::Max => function.max_ns as f64,
-        })
-    }
-
-    /// The quantile a metric reads from the histogram (and so is quantized by it).
-    fn quantile(self) -> Option<f64> {
-        match self {
-            Self::P50 => Some(0.5),
-            Self::P90 => Some(0.9),
-            Self::P99 => Some(0.99),
-            _ => None,
-        }
-    }
-}
 
 /// Pooled calls and per-run records of one function on one side.
 struct FunctionSide<'a> {
@@ -80,10 +23,10 @@ impl<'a> FunctionSide<'a> {
         Self { runs, pooled }
     }
 
-    fn values(&self, metric: FunctionMetric) -> Vec<f64> {
+    fn values(&self, metric: Metric) -> Vec<f64> {
         self.runs
             .iter()
-            .filter_map(|function| metric.per_run(function))
+            .filter_map(|function| metric.per_run(*function))
             .collect()
     }
 }
@@ -97,7 +40,7 @@ pub(super) fn compare_function(
     with_keys: bool,
 ) -> FunctionComparison {
     let (base, new) = (FunctionSide::new(base, name), FunctionSide::new(new, name));
-    let rows = FunctionMetric::ALL
+    let rows = Metric::FUNCTION
         .iter()
         .map(|&metric| metric_row(name, metric, &base, &new))
         .collect();
@@ -122,20 +65,9 @@ pub(super) fn compare_function(
     }
 }
 
-fn metric_row(name: &str, metric: FunctionMetric, base: &FunctionSide, new: &FunctionSide) -> Row {
+fn metric_row(name: &str, metric: Metric, base: &FunctionSide, new: &FunctionSide) -> Row {
     let (base_values, new_values) = (base.values(metric), new.values(metric));
-    let unit = if metric == FunctionMetric::CallsPerRun {
-        Unit::Calls
-    } else {
-        Unit::Ns
-    };
-    let mut row = Row::new(
-        metric.label().into(),
-        unit,
-        unit == Unit::Ns,
-        SideStats::of(&base_values),
-        SideStats::of(&new_values),
-    );
+    let mut row = metric.row(&base_values, &new_values);
     match choose_test(name, metric, (&base_values, &new_values), base, new) {
         Ok(test) => row.test = Some(test),
         Err(reason) => row.not_tested = Some(reason),
@@ -143,7 +75,7 @@ fn metric_row(name: &str, metric: FunctionMetric, base: &FunctionSide, new: &Fun
     let on_calls = row
         .test
         .is_some_and(|test| test.method != TestMethod::WelchRuns);
-    if metric.quantile().is_some() || (metric == FunctionMetric::Avg && on_calls) {
+    if metric.quantile().is_some() || (metric == Metric::Avg && on_calls) {
         row.resolution_pct = resolution_pct(row.base.mean, row.new.mean, on_calls);
     }
     row
@@ -153,7 +85,7 @@ fn metric_row(name: &str, metric: FunctionMetric, base: &FunctionSide, new: &Fun
 /// metric allows (see the module docs).
 fn choose_test(
     name: &str,
-    metric: FunctionMetric,
+    metric: Metric,
     (base_values, new_values): (&[f64], &[f64]),
     base: &FunctionSide,
     new: &FunctionSide,
@@ -165,10 +97,10 @@ fn choose_test(
         return run_test(base_values, new_values);
     }
     match metric {
-        FunctionMetric::Avg if base.pooled.calls.n >= 2.0 && new.pooled.calls.n >= 2.0 => Ok(
+        Metric::Avg if base.pooled.calls.n >= 2.0 && new.pooled.calls.n >= 2.0 => Ok(
             TestResult::welch(TestMethod::WelchCalls, base.pooled.calls, new.pooled.calls),
         ),
-        FunctionMetric::P50 | FunctionMetric::P90 | FunctionMetric::P99 => {
+        Metric::P50 | Metric::P90 | Metric::P99 => {
             let q = metric.quantile().unwrap_or(0.5);
             bootstrap_test(
                 &format!("{name}/{}", metric.label()),

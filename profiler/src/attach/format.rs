@@ -46,17 +46,9 @@ impl TracepointOffsets {
 mod tests {
     use super::*;
 
-    const SWITCH_6_1: &str = "name: sched_switch\nID: 316\nformat:\n\
-\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
-\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\
-\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n\
-\tfield:char next_comm[16];\toffset:40;\tsize:16;\tsigned:0;\n\
-\tfield:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;\n";
-    const FORK_6_18: &str = "format:\n\
-\tfield:__data_loc char[] parent_comm;\toffset:8;\tsize:4;\tsigned:0;\n\
-\tfield:pid_t parent_pid;\toffset:12;\tsize:4;\tsigned:1;\n\
-\tfield:__data_loc char[] child_comm;\toffset:16;\tsize:4;\tsigned:0;\n\
-\tfield:pid_t child_pid;\toffset:20;\tsize:4;\tsigned:1;\n";
+    /// A format without the field (sched_switch's), and one with it (sched_process_fork's).
+    const WITHOUT: &str = "format:\n\tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n";
+    const FORK: &str = "format:\n\tfield:pid_t child_pid;\toffset:20;\tsize:4;\tsigned:1;\n";
 
     #[test]
     fn read_errors_keep_the_io_error_as_their_source() {
@@ -81,7 +73,7 @@ mod tests {
         );
 
         std::fs::create_dir_all(format.parent().unwrap()).unwrap();
-        std::fs::write(&format, SWITCH_6_1).unwrap();
+        std::fs::write(&format, WITHOUT).unwrap();
         let error = TracepointOffsets::read(&tracefs).unwrap_err();
         assert_eq!(
             error.to_string(),
@@ -89,7 +81,7 @@ mod tests {
         );
         assert!(std::error::Error::source(&error).is_none());
 
-        std::fs::write(&format, FORK_6_18).unwrap();
+        std::fs::write(&format, FORK).unwrap();
         assert_eq!(
             TracepointOffsets::read(&tracefs).unwrap(),
             TracepointOffsets { fork_child_pid: 20 }
