@@ -173,7 +173,7 @@ fn build() -> anyhow::Result<()> {
             std::fs::copy(dir.join(object), out_dir.join(object))
                 .with_context(|| format!("cannot copy {object} from {}", dir.display()))?;
         }
-        return Ok(());
+        return check_arch(&out_dir);
     }
     let package = aya_build::Package {
         name: "profiler-ebpf",
@@ -184,11 +184,62 @@ fn build() -> anyhow::Result<()> {
     for object in OBJECTS {
         slim_object(&out_dir.join(object))?;
     }
+    check_arch(&out_dir)?;
     if let Some(dir) = cached {
         // A cache only: a failure to fill it costs the next build its time, nothing else.
         let _ = store_objects(&out_dir, &dir);
     }
     Ok(())
+}
+
+/// Refuses objects whose programs read another architecture's registers: each object names
+/// its architecture in its `hotprof_arch` section (`profiler-ebpf/src/arch/`), and it must be
+/// the one this build targets (aya-build takes it from the target, but a stale cache or an
+/// override could hand over another's).
+fn check_arch(out_dir: &Path) -> anyhow::Result<()> {
+    let target = env::var("CARGO_CFG_TARGET_ARCH").context("CARGO_CFG_TARGET_ARCH is not set")?;
+    for object in OBJECTS {
+        let path = out_dir.join(object);
+        let bytes =
+            std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let arch = elf_section(&bytes, b"hotprof_arch")
+            .with_context(|| format!("{}: no hotprof_arch section", path.display()))?;
+        if arch != target.as_bytes() {
+            bail!(
+                "the eBPF object {object} reads {} registers, but this build targets {target}: \
+                 remove target/ebpf-objects and build again",
+                String::from_utf8_lossy(arch)
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The contents of section `name` of a little-endian ELF64 file (what bpf-linker writes).
+fn elf_section<'a>(elf: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
+    let u16_at = |at: usize| Some(u16::from_le_bytes(elf.get(at..at + 2)?.try_into().ok()?));
+    let u32_at = |at: usize| Some(u32::from_le_bytes(elf.get(at..at + 4)?.try_into().ok()?));
+    let u64_at = |at: usize| Some(u64::from_le_bytes(elf.get(at..at + 8)?.try_into().ok()?));
+    if elf.get(..6)? != b"\x7fELF\x02\x01" {
+        return None;
+    }
+    let sections = usize::try_from(u64_at(0x28)?).ok()?;
+    let entry = usize::from(u16_at(0x3a)?);
+    let count = usize::from(u16_at(0x3c)?);
+    let names = usize::from(u16_at(0x3e)?);
+    let header = |index: usize| sections + index * entry;
+    let range = |index: usize| -> Option<&'a [u8]> {
+        let offset = usize::try_from(u64_at(header(index) + 0x18)?).ok()?;
+        let size = usize::try_from(u64_at(header(index) + 0x20)?).ok()?;
+        elf.get(offset..offset.checked_add(size)?)
+    };
+    let strings = range(names)?;
+    (0..count).find_map(|index| {
+        let at = usize::try_from(u32_at(header(index))?).ok()?;
+        let rest = strings.get(at..)?;
+        let end = rest.iter().position(|&b| b == 0)?;
+        (&rest[..end] == name).then(|| range(index)).flatten()
+    })
 }
 
 /// Where built objects are kept, one directory per [`object_key`].

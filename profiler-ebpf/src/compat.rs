@@ -7,6 +7,7 @@
 #![no_std]
 #![no_main]
 
+mod arch;
 mod config;
 mod counters;
 mod filter;

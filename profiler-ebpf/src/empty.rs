@@ -12,7 +12,7 @@
 //! their empty pair is the mechanism alone; their floor also finds the traced syscall by
 //! number (`RAW_SYSCALL_SLOTS`, as hotprof's raw programs do), which any tool using them must.
 //! Both are BTF tracepoints, as hotprof's own pair in this object (the number at exit is a
-//! direct load of `regs->orig_ax`).
+//! direct load of the saved syscall number).
 //!
 //! kprobe.session has one program for both sides: its floor keeps the start time in the call's
 //! session cookie instead of a per-task store.
@@ -196,7 +196,9 @@ pub fn floor_raw_sys_exit(ctx: BtfTracePointContext) -> i32 {
     let regs: *const pt_regs = ctx.arg(0);
     // SAFETY: as in `raw_syscalls_btf::btf_sys_exit`: a typed argument, the load checked
     // against pt_regs' BTF by the verifier.
-    let nr = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*regs).orig_rax)) };
+    let nr = crate::arch::syscall_nr_u64(unsafe {
+        core::ptr::read_volatile(crate::arch::syscall_nr(regs))
+    });
     if traced_slot(nr).is_some() {
         floor_leave();
     }

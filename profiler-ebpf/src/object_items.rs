@@ -11,3 +11,9 @@ fn panic(_info: &core::panic::PanicInfo) -> ! {
 #[unsafe(link_section = "license")]
 #[unsafe(no_mangle)]
 static LICENSE: [u8; 4] = *b"GPL\0";
+
+/// The architecture whose registers the programs read (`arch::NAME`): userspace's build
+/// refuses to embed an object built for another (`profiler/build.rs`).
+#[unsafe(link_section = "hotprof_arch")]
+#[unsafe(no_mangle)]
+static HOTPROF_ARCH: [u8; arch::NAME.len()] = *arch::NAME_BYTES;

@@ -17,6 +17,7 @@ use aya_ebpf::{
 
 use profiler_common::Counter;
 
+use crate::arch;
 use crate::config::{FORK_CHILD_PID_OFFSET, config};
 use crate::counters::count;
 use crate::frames::{ReturnOf, TGIDS, enter, leave, on_exit};
@@ -29,41 +30,31 @@ impl EntryContext for ProbeContext {
     fn arg(&self, n: u8) -> u64 {
         // SAFETY: as in `kprobe_enter`: the pt_regs the kernel passed to this kprobe.
         let regs = unsafe { &*self.regs };
-        // The x86-64 calling convention's argument registers. Copied with a helper: LLVM
-        // turns the match into one load from a computed address, and the verifier refuses
-        // any context read at a non-constant offset.
-        let register = match n {
-            0 => &regs.rdi,
-            1 => &regs.rsi,
-            2 => &regs.rdx,
-            3 => &regs.rcx,
-            4 => &regs.r8,
-            5 => &regs.r9,
-            _ => return 0,
+        // Copied with a helper: LLVM turns the register choice into one load from a computed
+        // address, and the verifier refuses any context read at a non-constant offset.
+        let Some(register) = arch::call_arg(regs, n) else {
+            return 0;
         };
         // SAFETY: bpf_probe_read_kernel returns an error instead of faulting, and any 8
         // bytes are a valid u64; `register` is a field of the valid pt_regs above.
         unsafe { bpf_probe_read_kernel(register as *const u64) }.unwrap_or(0)
     }
 
-    /// At a function's entry the stack pointer points at the return address. (At a call
-    /// site it does not; userspace names call-site slots' callers by their site instead.)
+    /// At a function's entry: the return address into the caller. (At a call site it is
+    /// not; userspace names call-site slots' callers by their site instead.)
     #[inline(always)]
     fn caller(&self) -> u64 {
         // SAFETY: as in `kprobe_enter`.
-        let sp = unsafe { (*self.regs).rsp };
-        // SAFETY: bpf_probe_read_kernel returns an error instead of faulting on a bad
-        // address, and any 8 bytes are a valid u64.
-        unsafe { bpf_probe_read_kernel(sp as *const u64) }.unwrap_or(0)
+        arch::return_address(unsafe { &*self.regs })
     }
 }
 
-/// kretprobe and the call-site return kprobe: the return value is in rax.
+/// kretprobe and the call-site return kprobe: the return value's register.
 impl ExitContext for RetProbeContext {
     #[inline(always)]
     fn ret(&self) -> u64 {
         // SAFETY: as in `kprobe_enter`: the pt_regs the kernel passed to this probe.
-        unsafe { (*self.regs).rax }
+        arch::return_value(unsafe { &*self.regs })
     }
 }
 
@@ -71,7 +62,7 @@ impl ExitContext for ProbeContext {
     #[inline(always)]
     fn ret(&self) -> u64 {
         // SAFETY: as in `kprobe_enter`: the pt_regs the kernel passed to this probe.
-        unsafe { (*self.regs).rax }
+        arch::return_value(unsafe { &*self.regs })
     }
 }
 
@@ -194,7 +185,7 @@ pub fn kprobe_entry(ctx: ProbeContext) -> u32 {
 fn kprobe_enter(ctx: &ProbeContext, func: u32) {
     // SAFETY: `ctx.regs` is the pt_regs the kernel passed to this kprobe, valid for reads for
     // the whole run; the verifier checks the read is within the context.
-    let sp = unsafe { (*ctx.regs).rsp };
+    let sp = arch::stack_pointer(unsafe { &*ctx.regs });
     enter(ctx, func, Some(sp));
 }
 
@@ -227,13 +218,13 @@ kprobe_slots!(
     kprobe_61 61, kprobe_62 62, kprobe_63 63,
 );
 
-/// kretprobe: the return pairs with the frame whose entry stack pointer was one word below
-/// (the return address has been popped by the time the return trampoline runs).
+/// kretprobe: the return pairs with the frame whose entry stack pointer the architecture
+/// derives from the one at the return (x86-64: one word below, the return address popped).
 #[kretprobe]
 pub fn kretprobe_exit(ctx: RetProbeContext) -> u32 {
     // SAFETY: as in `kprobe_enter`: the pt_regs the kernel passed to this kretprobe.
-    let sp = unsafe { (*ctx.regs).rsp };
-    leave(ReturnOf::EntrySp(sp.wrapping_sub(8)), &ctx);
+    let sp = arch::stack_pointer(unsafe { &*ctx.regs });
+    leave(ReturnOf::EntrySp(arch::entry_sp_at_return(sp)), &ctx);
     0
 }
 
@@ -278,7 +269,7 @@ fn attach_cookie<C: EbpfContext>(ctx: &C) -> u32 {
 #[kprobe]
 pub fn callsite_return(ctx: ProbeContext) -> u32 {
     // SAFETY: as in `kprobe_enter`: the pt_regs the kernel passed to this kprobe.
-    let sp = unsafe { (*ctx.regs).rsp };
+    let sp = arch::stack_pointer(unsafe { &*ctx.regs });
     leave(ReturnOf::CallSite(sp), &ctx);
     0
 }

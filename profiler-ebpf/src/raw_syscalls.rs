@@ -5,11 +5,9 @@
 //! pays the number lookup. Userspace picks between the two (`profiler/src/attach/syscalls.rs`).
 //!
 //! Arguments: `sys_enter(struct pt_regs *regs, long id)` and `sys_exit(struct pt_regs *regs,
-//! long ret)`. The syscall's number at exit is `regs->orig_ax`. The syscall arguments are
-//! read from `regs` in the syscall ABI's order (rdi, rsi, rdx, r10, r8, r9). Minimum kernel
-//! 4.17 (raw tracepoints).
-
-use core::ptr::addr_of;
+//! long ret)`. The syscall's number at exit, and the arguments, are read from `regs` where the
+//! architecture saves them (`arch`: x86-64's `orig_ax` and rdi, rsi, rdx, r10, r8, r9).
+//! Minimum kernel 4.17 (raw tracepoints).
 
 use aya_ebpf::{
     bindings::pt_regs,
@@ -19,22 +17,20 @@ use aya_ebpf::{
     programs::RawTracePointContext,
 };
 
+use crate::arch;
 use crate::config::{THREAD_INFO_STATUS_OFFSET, config};
 use crate::frames::{ReturnOf, enter, leave};
 use crate::keys::{EntryContext, ExitContext};
 
-/// Syscall numbers the table covers: x86-64's numbers stay below 512 (about 470 in 6.x). x32
-/// syscalls (bit 30 set) and -1 (no syscall: a tracer or seccomp skipped it) are beyond it.
+/// Syscall numbers the table covers: x86-64's and arm64's numbers stay below 512 (about 470
+/// in 6.x). x32 syscalls (bit 30 set) and -1 (no syscall: a tracer or seccomp skipped it) are
+/// beyond it.
 pub(crate) const RAW_SYSCALL_NUMBERS: u32 = 512;
 
 /// Per syscall number: the traced syscall's slot plus one, 0 for untraced syscalls. An array
 /// map: the verifier inlines its lookup, so an untraced syscall costs a few instructions.
 #[map]
 pub(crate) static RAW_SYSCALL_SLOTS: Array<u32> = Array::with_max_entries(RAW_SYSCALL_NUMBERS, 0);
-
-/// `TS_COMPAT` in `thread_info.status`: a 32-bit syscall (int 0x80, sysenter, or a 32-bit
-/// process's syscall) is running, whose numbers are the i386 table's, not x86-64's.
-pub(crate) const TS_COMPAT: u32 = 0x0002;
 
 /// The slot of syscall `nr` if it is traced. `nr` as the kernel dispatches it: the low 32
 /// bits, sign-extended (negative: no syscall).
@@ -48,13 +44,14 @@ pub(crate) fn traced_slot(nr: u64) -> Option<u32> {
     slot.checked_sub(1)
 }
 
-/// The syscall number at `sys_exit`: `regs->orig_ax` (`u64::MAX` if unreadable).
+/// The syscall number at `sys_exit`, sign-extended (`u64::MAX` if unreadable).
 #[inline(always)]
 fn exit_number(ctx: &RawTracePointContext) -> u64 {
     let regs: *const pt_regs = ctx.arg(0);
-    // SAFETY: addr_of! computes the field's address without reading through `regs`; the
-    // helper returns an error instead of faulting on a bad address.
-    unsafe { bpf_probe_read_kernel(addr_of!((*regs).orig_rax)) }.unwrap_or(u64::MAX)
+    // SAFETY: `syscall_nr` only computes the field's address; the helper returns an error
+    // instead of faulting on a bad address.
+    let nr = unsafe { bpf_probe_read_kernel(arch::syscall_nr(regs)) };
+    nr.map_or(u64::MAX, arch::syscall_nr_u64)
 }
 
 /// Whether the running syscall is a native 64-bit one (not a compat syscall, whose number
@@ -66,29 +63,21 @@ fn native() -> bool {
     let task = unsafe { bpf_get_current_task() };
     let status = task.wrapping_add(u64::from(config(&THREAD_INFO_STATUS_OFFSET)));
     // SAFETY: as above; any 4 bytes are a valid u32. Unreadable counts as compat: skipped.
-    let status = unsafe { bpf_probe_read_kernel(status as *const u32) }.unwrap_or(TS_COMPAT);
-    status & TS_COMPAT == 0
+    let status =
+        unsafe { bpf_probe_read_kernel(status as *const u32) }.unwrap_or(arch::COMPAT_FLAG);
+    status & arch::COMPAT_FLAG == 0
 }
 
 /// Syscall argument `n` (0..=5) from the syscall's saved registers, 0 where unreadable.
 #[inline(always)]
 pub(crate) fn regs_arg(regs: *const pt_regs, n: u8) -> u64 {
-    // SAFETY: addr_of! only computes field addresses; nothing is read through `regs` here.
-    // The syscall ABI's argument registers (r10, not rcx: `syscall` clobbers rcx).
-    let register = unsafe {
-        match n {
-            0 => addr_of!((*regs).rdi),
-            1 => addr_of!((*regs).rsi),
-            2 => addr_of!((*regs).rdx),
-            3 => addr_of!((*regs).r10),
-            4 => addr_of!((*regs).r8),
-            5 => addr_of!((*regs).r9),
-            _ => return 0,
-        }
+    // SAFETY: `syscall_arg` only computes a field address; nothing is read through `regs`.
+    let Some(register) = (unsafe { arch::syscall_arg(regs, n) }) else {
+        return 0;
     };
     // SAFETY: bpf_probe_read_kernel fails instead of faulting; any 8 bytes are a u64. (A
-    // helper copy even where a direct load is allowed: LLVM turns the match into one load at
-    // a computed offset, which the verifier refuses on context and BTF pointers.)
+    // helper copy even where a direct load is allowed: LLVM turns the register choice into
+    // one load at a computed offset, which the verifier refuses on context and BTF pointers.)
     unsafe { bpf_probe_read_kernel(register) }.unwrap_or(0)
 }
 

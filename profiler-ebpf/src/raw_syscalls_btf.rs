@@ -1,7 +1,7 @@
 //! The raw syscall pair as BTF tracepoints (`tp_btf`), for the task-storage object: the same
 //! `raw_syscalls:sys_enter`/`sys_exit` hooks and number table as `raw_syscalls.rs`, but with
 //! typed arguments the verifier lets the program read directly. So the syscall number at
-//! exit (`regs->orig_ax`, read by every syscall's exit) and the compat flag are plain loads
+//! exit (`arch::syscall_nr`, read by every syscall's exit) and the compat flag are plain loads
 //! instead of `bpf_probe_read_kernel` calls. Minimum kernel 5.5 with BTF; this object needs
 //! 5.11 (task storage) anyway, so `thread_info` has its 5.11+ layout here.
 
@@ -12,12 +12,8 @@ use aya_ebpf::{
 
 use crate::frames::{ReturnOf, enter, leave};
 use crate::keys::{EntryContext, ExitContext};
-use crate::raw_syscalls::{TS_COMPAT, regs_arg, traced_slot};
-
-/// Offset of `thread_info.status` in `task_struct` since 5.11 (after `flags` and
-/// `syscall_work`; `thread_info` is the first member on x86-64). A constant: the verifier
-/// checks a direct load against the kernel's BTF.
-const THREAD_INFO_STATUS: usize = 16;
+use crate::arch;
+use crate::raw_syscalls::{regs_arg, traced_slot};
 
 /// Whether the running syscall is a native 64-bit one (see `raw_syscalls::native`).
 #[inline(always)]
@@ -27,9 +23,9 @@ fn native() -> bool {
     // fault (the kernel turns a bad address into 0).
     let status = unsafe {
         let task = bpf_get_current_task_btf() as *const u8;
-        core::ptr::read_volatile(task.add(THREAD_INFO_STATUS).cast::<u32>())
+        core::ptr::read_volatile(task.add(arch::COMPAT_WORD_OFFSET).cast::<u32>())
     };
-    status & TS_COMPAT == 0
+    status & arch::COMPAT_FLAG == 0
 }
 
 /// `sys_enter(struct pt_regs *regs, long id)` as a BTF tracepoint (see the raw one).
@@ -69,8 +65,10 @@ pub fn btf_sys_enter(ctx: BtfTracePointContext) -> i32 {
 pub fn btf_sys_exit(ctx: BtfTracePointContext) -> i32 {
     let regs: *const pt_regs = BtfTracePointContext::arg(&ctx, 0);
     // SAFETY: `regs` is the tracepoint's typed argument: the verifier checks this load of
-    // `orig_rax` against pt_regs' BTF, and a bad address reads as 0 instead of faulting.
-    let nr = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*regs).orig_rax)) };
+    // the saved syscall number against pt_regs' BTF, and a bad address reads as 0 instead
+    // of faulting.
+    let nr = unsafe { core::ptr::read_volatile(arch::syscall_nr(regs)) };
+    let nr = arch::syscall_nr_u64(nr);
     if let Some(slot) = traced_slot(nr)
         && native()
     {

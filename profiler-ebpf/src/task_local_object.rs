@@ -3,6 +3,7 @@
 // root has (`object_items.rs`).
 // Each root adds its own `PLAIN` (and `main.rs` the bench's probes).
 
+mod arch;
 mod config;
 mod counters;
 mod filter;

@@ -139,11 +139,16 @@ fn clippy() -> Result<()> {
         .args(["clippy", "--workspace", "--all-targets"])
         .args(HOST_EXCLUDE)
         .args(["--", "-D", "warnings"]))?;
-    // The eBPF crate only builds for the BPF target, with nightly and build-std.
-    run(Command::new("cargo")
-        .args(["+nightly", "clippy", "-p", "profiler-ebpf", "--release"])
-        .args(["--target", "bpfel-unknown-none", "-Z", "build-std=core"])
-        .args(["--", "-D", "warnings"]))
+    // The eBPF crate only builds for the BPF target, with nightly and build-std; once per
+    // architecture whose registers it reads (`profiler-ebpf/src/arch/`).
+    for arch in ["x86_64", "aarch64"] {
+        run(Command::new("cargo")
+            .env("AYA_BPF_TARGET_ARCH", arch)
+            .args(["+nightly", "clippy", "-p", "profiler-ebpf", "--release"])
+            .args(["--target", "bpfel-unknown-none", "-Z", "build-std=core"])
+            .args(["--", "-D", "warnings"]))?;
+    }
+    Ok(())
 }
 
 fn unit() -> Result<()> {
