@@ -5,17 +5,11 @@
 //! from one to the other, a call means what it means to fentry/fexit.
 //!
 //! The code comes from `/proc/kcore` ([`KernelCode`]); the finding itself is pure
-//! ([`scan_many`], [`sites_in`]).
+//! ([`scan_many`], [`sites_in`]) over the instruction set's decoder ([`Isa`]).
 
-use iced_x86::{Decoder, DecoderOptions, FlowControl};
-
+use super::isa::{BranchKind, Isa};
 use super::kcore::{Kcore, KcoreError};
 use super::{KernelFunctions, KernelSymbol, glob_match};
-
-/// Bytes before a function a call may target: with call-depth tracking the kernel patches
-/// calls to land in the function's padding (`CONFIG_FUNCTION_PADDING_BYTES`), which falls
-/// through into the function.
-pub const FUNCTION_PADDING: u64 = 16;
 
 /// A function's code: its symbol, and where it starts and ends.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,7 +25,7 @@ pub struct Function {
     pub unique: bool,
 }
 
-/// A direct `call F` at an instruction boundary.
+/// A direct `call F` (`bl F`) at an instruction boundary.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CallSite {
     /// The calling function.
@@ -138,49 +132,34 @@ fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-/// Addresses in `code` (kernel code starting at `base`) of `E8`/`E9` rel32 instructions whose
+/// Addresses in `code` (kernel code starting at `base`) of direct calls and jumps whose
 /// target is one of `targets` or its padding, each with the index of its target: candidates,
 /// to be confirmed by decoding their function. One pass for any number of targets.
-pub fn scan_many(code: &[u8], base: u64, targets: &[u64]) -> Vec<(u64, usize)> {
+pub fn scan_many(isa: Isa, code: &[u8], base: u64, targets: &[u64]) -> Vec<(u64, usize)> {
     let mut sorted: Vec<(u64, usize)> = targets.iter().copied().zip(0..).collect();
     sorted.sort_unstable();
-    code.windows(5)
-        .enumerate()
-        .filter(|(_, bytes)| bytes[0] == 0xe8 || bytes[0] == 0xe9)
-        .filter_map(|(index, bytes)| {
-            let rel = i32::from_le_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]);
-            let at = base + index as u64;
-            let to = at.wrapping_add(5).wrapping_add_signed(i64::from(rel));
+    isa.candidates(code, base)
+        .into_iter()
+        .filter_map(|(at, to)| {
             // The first target at or above `to`; `to` must be within its padding.
             let next = sorted.partition_point(|&(target, _)| target < to);
             let &(target, index) = sorted.get(next)?;
-            (target - to <= FUNCTION_PADDING).then_some((at, index))
+            (target - to <= isa.function_padding()).then_some((at, index))
         })
         .collect()
 }
 
 /// Decodes `function` (its code is `code`) from its start and sorts every branch to `target`
 /// (or its padding): calls on instruction boundaries are sites, jumps are tail calls.
-pub fn sites_in(function: &Function, code: &[u8], target: u64) -> CallSites {
-    let low = target.saturating_sub(FUNCTION_PADDING);
+pub fn sites_in(isa: Isa, function: &Function, code: &[u8], target: u64) -> CallSites {
+    let low = target.saturating_sub(isa.function_padding());
     let mut found = CallSites::default();
-    let mut decoder = Decoder::with_ip(64, code, function.start, DecoderOptions::NONE);
-    for instruction in &mut decoder {
-        if instruction.is_invalid() {
+    for branch in isa.branches(code, function.start) {
+        if !(low..=target).contains(&branch.to) {
             continue;
         }
-        let flow = instruction.flow_control();
-        let to = match flow {
-            FlowControl::Call
-            | FlowControl::UnconditionalBranch
-            | FlowControl::ConditionalBranch => instruction.near_branch_target(),
-            _ => continue,
-        };
-        if !(low..=target).contains(&to) {
-            continue;
-        }
-        let offset = instruction.ip() - function.start;
-        let skipped = if flow != FlowControl::Call {
+        let offset = branch.at - function.start;
+        let skipped = if branch.kind == BranchKind::Jump {
             Skipped::TailCall {
                 caller: function.name.clone(),
                 offset,
@@ -199,7 +178,7 @@ pub fn sites_in(function: &Function, code: &[u8], target: u64) -> CallSites {
             found.covered.push(CallSite {
                 caller: function.name.clone(),
                 offset,
-                return_offset: offset + instruction.len() as u64,
+                return_offset: branch.next - function.start,
             });
             continue;
         };
@@ -231,6 +210,7 @@ pub enum CallSiteError {
 
 /// The kernel's code (core text and each module's), read once from `/proc/kcore`.
 pub struct KernelCode {
+    isa: Isa,
     regions: Vec<(u64, Vec<u8>)>,
     functions: Vec<Function>,
 }
@@ -255,6 +235,7 @@ impl KernelCode {
             regions.push((start, kcore.read(start, (end - start) as usize)?));
         }
         Ok(Self {
+            isa: Isa::NATIVE,
             regions,
             functions: functions_by_address(kernel),
         })
@@ -281,7 +262,7 @@ impl KernelCode {
     pub fn call_sites_of(&self, addresses: &[u64], callers: Option<&str>) -> Vec<CallSites> {
         let mut callers_of: Vec<Vec<&Function>> = vec![Vec::new(); addresses.len()];
         for (start, code) in &self.regions {
-            for (at, index) in scan_many(code, *start, addresses) {
+            for (at, index) in scan_many(self.isa, code, *start, addresses) {
                 if let Some(function) = containing(&self.functions, at)
                     && callers.is_none_or(|glob| glob_match(glob, &function.name))
                 {
@@ -298,7 +279,7 @@ impl KernelCode {
                 let mut sites = CallSites::default();
                 for function in functions {
                     if let Some(code) = self.code_of(function) {
-                        let found = sites_in(function, code, address);
+                        let found = sites_in(self.isa, function, code, address);
                         sites.covered.extend(found.covered);
                         sites.skipped.extend(found.skipped);
                     }
@@ -309,11 +290,10 @@ impl KernelCode {
     }
 }
 
-/// Every direct `call` in `function` (any callee) but its ftrace hook, if ftrace lists
+/// Every direct call in `function` (any callee) but its ftrace hook, if ftrace lists
 /// `function`: the places where the call-site probes' own cost can be measured (calibration),
-/// in the order of the code. The hook (`call __fentry__`, the first instruction or the one
-/// after `endbr64`) is a call only while something traces the function, and never a call of
-/// the function's own work.
+/// in the order of the code. The hook is a call only while something traces the function,
+/// and never a call of the function's own work.
 pub fn direct_calls(
     kernel: &KernelFunctions,
     kcore: &Kcore,
@@ -327,21 +307,17 @@ pub fn direct_calls(
         return Ok(Vec::new());
     };
     let code = kcore.read(function.start, (function.end - function.start) as usize)?;
-    Ok(calls_past_the_hook(&code, function))
+    Ok(calls_past_the_hook(Isa::NATIVE, &code, function))
 }
 
 /// [`direct_calls`]' decoding of `function`'s `code`.
-fn calls_past_the_hook(code: &[u8], function: &Function) -> Vec<CallSite> {
-    let decoder = Decoder::with_ip(64, code, function.start, DecoderOptions::NONE);
-    decoder
+fn calls_past_the_hook(isa: Isa, code: &[u8], function: &Function) -> Vec<CallSite> {
+    isa.calls_past_the_hook(code, function.start)
         .into_iter()
-        .skip_while(|i| i.mnemonic() == iced_x86::Mnemonic::Endbr64)
-        .skip(1)
-        .filter(|i| i.flow_control() == FlowControl::Call && i.near_branch_target() != 0)
         .map(|call| CallSite {
             caller: function.name.clone(),
-            offset: call.ip() - function.start,
-            return_offset: call.next_ip() - function.start,
+            offset: call.at - function.start,
+            return_offset: call.next - function.start,
         })
         .collect()
 }
@@ -397,7 +373,7 @@ mod tests {
 
     /// [`scan_many`] for one target: the candidates' addresses.
     fn scan(code: &[u8], base: u64, target: u64) -> Vec<u64> {
-        scan_many(code, base, &[target])
+        scan_many(Isa::X86_64, code, base, &[target])
             .into_iter()
             .map(|(at, _)| at)
             .collect()
@@ -455,7 +431,7 @@ mod tests {
         let mut traced = vec![0xf3, 0x0f, 0x1e, 0xfa]; // endbr64
         traced.extend(branch(0xe8, BASE + 4, BASE + 0x2000)); // the hook, live
         let code = body(&traced, BASE);
-        let calls = calls_past_the_hook(&code, &function(true, &code));
+        let calls = calls_past_the_hook(Isa::X86_64, &code, &function(true, &code));
         assert_eq!(
             calls,
             [CallSite {
@@ -466,7 +442,7 @@ mod tests {
         );
         let nop5 = [0x0f, 0x1f, 0x44, 0x00, 0x00];
         let code = body(&nop5, BASE);
-        let calls = calls_past_the_hook(&code, &function(true, &code));
+        let calls = calls_past_the_hook(Isa::X86_64, &code, &function(true, &code));
         assert_eq!(calls.iter().map(|c| c.offset).collect::<Vec<_>>(), [7]);
     }
 
@@ -475,7 +451,7 @@ mod tests {
         let target = BASE + 0x1000;
         let code = caller_code(target);
         assert_eq!(scan(&code, BASE, target), [BASE + 1, BASE + 13, BASE + 21]);
-        let sites = sites_in(&function(true, &code), &code, target);
+        let sites = sites_in(Isa::X86_64, &function(true, &code), &code, target);
         assert_eq!(
             sites.covered,
             [CallSite {
@@ -500,7 +476,10 @@ mod tests {
         let mut code = branch(0xe8, BASE, g).to_vec();
         code.extend(branch(0xe8, BASE + 5, f - 3));
         code.extend(branch(0xe8, BASE + 10, f + 0x800));
-        assert_eq!(scan_many(&code, BASE, &[f, g]), [(BASE, 1), (BASE + 5, 0)]);
+        assert_eq!(
+            scan_many(Isa::X86_64, &code, BASE, &[f, g]),
+            [(BASE, 1), (BASE + 5, 0)]
+        );
     }
 
     #[test]
@@ -518,7 +497,7 @@ mod tests {
     fn a_notrace_caller_is_skipped_with_its_reason() {
         let target = BASE + 0x1000;
         let code = caller_code(target);
-        let sites = sites_in(&function(false, &code), &code, target);
+        let sites = sites_in(Isa::X86_64, &function(false, &code), &code, target);
         assert!(sites.covered.is_empty());
         assert_eq!(sites.notrace_callers(), 1);
         assert_eq!(sites.tail_calls(), 1);
@@ -539,7 +518,7 @@ mod tests {
             unique: false,
             ..function(true, &code)
         };
-        let sites = sites_in(&shared, &code, target);
+        let sites = sites_in(Isa::X86_64, &shared, &code, target);
         assert!(sites.covered.is_empty());
         assert_eq!(sites.shared_names(), 1);
         assert_eq!(

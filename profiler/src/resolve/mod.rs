@@ -6,6 +6,7 @@
 //! when it must, and finds call sites in the kernel's code (`/proc/kcore`).
 
 pub mod callsites;
+pub mod isa;
 pub mod kcore;
 mod tracefs;
 
