@@ -22,6 +22,7 @@ use aya_obj::generated::bpf_func_id;
 use super::error::{Reason, one_line};
 use super::links::KprobeLinks;
 use super::program::{program, refuses_helper, take};
+use super::session_link::{SessionRefused, attach_session};
 use crate::resolve::Target;
 
 /// The entry program of the link.
@@ -42,6 +43,54 @@ pub enum KprobeAttach {
     Multi,
     /// A perf kprobe and kretprobe per function, as before kprobe.multi (`--no-kprobe-multi`).
     Single,
+}
+
+impl KprobeAttach {
+    /// Attaches `target` alone with this kind's link through the run's own code
+    /// ([`attach_multi`], [`attach_session`]) and drops it at once: `hotprof doctor` asks the
+    /// kernel this way, so that its answer is what a run gets. `Single` has no link to try.
+    pub fn try_link(self, ebpf: &mut Ebpf, target: &Target) -> Result<(), LinkRefused> {
+        match self {
+            KprobeAttach::Session => attach_session(ebpf, target)
+                .map(drop)
+                .map_err(LinkRefused::Session),
+            KprobeAttach::Multi => attach_multi(ebpf, std::slice::from_ref(target), &[0])
+                .map(drop)
+                .map_err(LinkRefused::Multi),
+            KprobeAttach::Single => Ok(()),
+        }
+    }
+}
+
+/// Why [`KprobeAttach::try_link`] created no link.
+#[derive(Debug, thiserror::Error)]
+pub enum LinkRefused {
+    #[error(transparent)]
+    Multi(MultiRefused),
+    #[error(transparent)]
+    Session(SessionRefused),
+}
+
+impl LinkRefused {
+    /// The kernel's error when its program loaded and the kernel refused the link itself
+    /// (`EOPNOTSUPP` without `CONFIG_FPROBE`); None when it got no further than loading.
+    pub fn kernel_refusal(&self) -> Option<&std::io::Error> {
+        let reason = match self {
+            LinkRefused::Multi(MultiRefused::Link { reason })
+            | LinkRefused::Session(SessionRefused::Link { reason }) => reason,
+            _ => return None,
+        };
+        let mut error = reason
+            .error()
+            .map(|e| e as &(dyn std::error::Error + 'static));
+        while let Some(cause) = error {
+            if let Some(io_error) = cause.downcast_ref::<std::io::Error>() {
+                return Some(io_error);
+            }
+            error = cause.source();
+        }
+        None
+    }
 }
 
 /// Why the kprobe.multi link was not used; the functions are attached as perf kprobes instead.
@@ -200,6 +249,47 @@ mod tests {
              bpf_get_attach_cookie (Linux 5.15), nor kprobe.multi links (5.18); using a perf \
              kprobe/kretprobe per function instead"
         );
+    }
+
+    #[test]
+    fn only_a_refused_link_gives_the_kernel_error() {
+        // As the patched aya's attach_multi/attach_session return a refused BPF_LINK_CREATE.
+        let refused_link = || {
+            let error = ProgramError::SyscallError(aya::sys::SyscallError {
+                call: "bpf_link_create",
+                io_error: std::io::Error::from_raw_os_error(libc::EOPNOTSUPP),
+            });
+            Reason::of(error, |e| one_line(e))
+        };
+        let multi = LinkRefused::Multi(MultiRefused::Link {
+            reason: refused_link(),
+        });
+        let session = LinkRefused::Session(SessionRefused::Link {
+            reason: refused_link(),
+        });
+        for refused in [multi, session] {
+            assert_eq!(
+                refused.kernel_refusal().map(|e| e.raw_os_error()),
+                Some(Some(libc::EOPNOTSUPP)),
+                "{refused}"
+            );
+        }
+        let not_loaded = LinkRefused::Multi(MultiRefused::Load {
+            program: MULTI_ENTRY,
+            reason: Reason::of(std::io::Error::from_raw_os_error(libc::EPERM), |e| {
+                one_line(e)
+            }),
+        });
+        assert!(not_loaded.kernel_refusal().is_none());
+        assert_eq!(
+            not_loaded.to_string(),
+            "loading kprobe_multi_entry for a kprobe.multi link: Operation not permitted (os \
+             error 1)"
+        );
+        let old = LinkRefused::Session(SessionRefused::NoKfunc {
+            kfunc: "bpf_session_is_return",
+        });
+        assert!(old.kernel_refusal().is_none());
     }
 
     #[test]

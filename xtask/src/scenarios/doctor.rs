@@ -75,7 +75,11 @@ pub fn doctor_matches_what_works(ctx: &mut Ctx) -> Result<()> {
     );
     let (_, kprobe_multi) = row(&guest, "kprobe.multi/session")?;
     let why_not = match kernel {
-        Kernel::V5_10 => Some("kprobe.multi no (Invalid argument (os error 22): unknown"),
+        // The run's own link program, which 5.10's verifier refuses.
+        Kernel::V5_10 => Some(
+            "kprobe.multi no (loading kretprobe_multi_exit for a kprobe.multi link: this kernel \
+             has no bpf_get_attach_cookie",
+        ),
         Kernel::V6_1 => Some("kprobe.multi no (Operation not supported (os error 95): built"),
         _ => None,
     };

@@ -1,44 +1,26 @@
-//! Whether the kernel creates kprobe.multi (5.18+) and kprobe.session (6.10+) links. aya 0.14
-//! attaches neither, so a trivial kprobe program (`r0 = 0; exit`) is loaded and linked to one
-//! function with raw bpf(2) calls (`sys::bpf`); both file descriptors are closed at once, which
-//! detaches it.
+//! Whether the kernel creates kprobe.multi (5.18+) and kprobe.session (6.10+) links, asked
+//! through the code a run creates them with ([`KprobeAttach::try_link`]: hotprof's own link
+//! programs, loaded and linked to one function by the patched aya), so that doctor's answer is
+//! what a run gets. The links are dropped at once; the programs stay with the object until
+//! doctor drops it.
 
-use std::ffi::CStr;
-use std::io;
+use crate::attach::KprobeAttach;
+use crate::resolve::Target;
 
-use aya_obj::generated::bpf_attach_type;
+use super::facts::{Tried, tidy_reason};
 
-use crate::sys::bpf::TrivialLinkError;
-
-/// `BPF_TRACE_KPROBE_MULTI` (5.18).
-pub const KPROBE_MULTI: u32 = bpf_attach_type::BPF_TRACE_KPROBE_MULTI as u32;
-/// `BPF_TRACE_KPROBE_SESSION` (6.10): after `BPF_NETKIT_PEER`, the last type aya-obj 0.3 knows.
-pub const KPROBE_SESSION: u32 = bpf_attach_type::BPF_NETKIT_PEER as u32 + 1;
-
-/// Why no link was created.
-#[derive(Debug, thiserror::Error)]
-pub enum MultiError {
-    #[error("a trivial kprobe program does not load: {0}")]
-    Load(io::Error),
-    #[error("{0}")]
-    Link(io::Error),
-}
-
-/// Creates, and closes at once, a link of `attach_type` ([`KPROBE_MULTI`] or
-/// [`KPROBE_SESSION`]) on `symbol`.
-pub fn try_link(attach_type: u32, symbol: &CStr) -> Result<(), MultiError> {
-    crate::sys::bpf::try_trivial_link(attach_type, symbol).map_err(|error| match error {
-        TrivialLinkError::Load(error) => MultiError::Load(error),
-        TrivialLinkError::Link(error) => MultiError::Link(error),
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_attach_types_have_the_kernel_numbers() {
-        assert_eq!((KPROBE_MULTI, KPROBE_SESSION), (42, 56));
+/// A `kind` link (kprobe.multi or kprobe.session) on `target`, created and dropped. A refused
+/// link is worded as the kernel's error alone (the row says what its errno means); a program
+/// that did not load, or a kernel without what the program needs, as the run words it.
+pub fn kprobe_link(ebpf: &mut aya::Ebpf, kind: KprobeAttach, target: Option<&Target>) -> Tried {
+    let Some(target) = target else {
+        return Tried::NotTried("no getpid function found in /proc/kallsyms".into());
+    };
+    match kind.try_link(ebpf, target) {
+        Ok(()) => Tried::Works(format!("link created on {}", target.symbol)),
+        Err(refused) => Tried::Fails(match refused.kernel_refusal() {
+            Some(error) => error.to_string(),
+            None => tidy_reason(&refused.to_string()),
+        }),
     }
 }

@@ -17,8 +17,8 @@ use super::facts::{
     Facts, Kallsyms, Lockdown, Privileges, Tracefs, Tried, parse_cap_eff, parse_lockdown,
     parse_mounts, tidy_reason,
 };
-use super::multi::{self, KPROBE_MULTI, KPROBE_SESSION};
-use crate::attach::{self, Mode, ProbeConfig, one_line};
+use super::multi::kprobe_link;
+use crate::attach::{self, KprobeAttach, Mode, ProbeConfig, one_line};
 use crate::model::TaskStore;
 use crate::progress::Progress;
 use crate::resolve::kcore::{Kcore, KcoreError};
@@ -65,15 +65,10 @@ pub fn gather() -> Facts {
     } else {
         Programs::untried(unprivileged())
     };
-    let (task_storage, kprobe_multi, kprobe_session) = if privileges.sufficient {
-        let symbol = fentry_target.as_ref().map(|t| t.symbol.as_str());
-        (
-            task_storage(),
-            kprobe_link(KPROBE_MULTI, symbol),
-            kprobe_link(KPROBE_SESSION, symbol),
-        )
+    let task_storage = if privileges.sufficient {
+        task_storage()
     } else {
-        (unprivileged(), unprivileged(), unprivileged())
+        unprivileged()
     };
     Facts {
         release: crate::kernel_release(),
@@ -84,8 +79,8 @@ pub fn gather() -> Facts {
         fentry: programs.fentry,
         syscalls: programs.syscalls,
         sampling: programs.sampling,
-        kprobe_multi,
-        kprobe_session,
+        kprobe_multi: programs.kprobe_multi,
+        kprobe_session: programs.kprobe_session,
         task_storage,
         kcore: kcore(kernel.as_ref()),
         lockdown,
@@ -188,6 +183,8 @@ struct Programs {
     fentry: Tried,
     syscalls: Tried,
     sampling: Tried,
+    kprobe_multi: Tried,
+    kprobe_session: Tried,
 }
 
 impl Programs {
@@ -198,13 +195,17 @@ impl Programs {
             kprobe: why.clone(),
             fentry: why.clone(),
             syscalls: why.clone(),
-            sampling: why,
+            sampling: why.clone(),
+            kprobe_multi: why.clone(),
+            kprobe_session: why,
         }
     }
 }
 
 /// Loads hotprof's object as a run without per-call options does (task storage, so the plain
-/// object, else the hash map) with its task-exit hooks, then attaches each kind of probe once. Everything is detached when this returns.
+/// object, else the hash map) with its task-exit hooks, then attaches each kind of probe once
+/// and creates each kind of kprobe link (on `fentry_target`, which ftrace traces wherever
+/// fentry attaches). Everything is detached, and unloaded, when this returns.
 fn try_programs(
     kprobe_target: Option<&Target>,
     fentry_target: Option<&Target>,
@@ -258,13 +259,16 @@ fn try_programs(
             Err(error) => Tried::Fails(tidy_reason(&error.message())),
         },
     };
+    let sampling = sampling(ebpf);
     Programs {
         programs,
         store: Some(store),
         kprobe,
         fentry,
         syscalls,
-        sampling: sampling(ebpf),
+        sampling,
+        kprobe_multi: kprobe_link(ebpf, KprobeAttach::Multi, fentry_target),
+        kprobe_session: kprobe_link(ebpf, KprobeAttach::Session, fentry_target),
     }
 }
 
@@ -313,16 +317,5 @@ fn task_storage() -> Tried {
             "the kernel refuses BPF_MAP_TYPE_TASK_STORAGE (it needs Linux 5.11+)".into(),
         ),
         Err(error) => Tried::Fails(one_line(&error)),
-    }
-}
-
-/// A kprobe.multi or kprobe.session link on `symbol`, created and closed.
-fn kprobe_link(attach_type: u32, symbol: Option<&str>) -> Tried {
-    let Some(symbol) = symbol.and_then(|s| CString::new(s).ok()) else {
-        return Tried::NotTried("no getpid function found in /proc/kallsyms".into());
-    };
-    match multi::try_link(attach_type, &symbol) {
-        Ok(()) => Tried::Works(format!("link created on {}", symbol.to_string_lossy())),
-        Err(error) => Tried::Fails(error.to_string()),
     }
 }

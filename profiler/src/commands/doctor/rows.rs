@@ -340,7 +340,7 @@ fn kprobe_multi(facts: &Facts) -> Row {
     };
     let part = |name: &str, tried: &Tried| match tried {
         Tried::Works(detail) => format!("{name} yes ({detail})"),
-        // What the errno means for a trivial program linked to a traceable function.
+        // What the errno means for hotprof's link program, loaded, linked to a traceable function.
         Tried::Fails(detail) if detail.ends_with("(os error 95)") => {
             format!("{name} no ({detail}: built without CONFIG_FPROBE)")
         }
@@ -582,14 +582,22 @@ mod tests {
         }
     }
 
+    const BULLSEYE_MULTI: &str = "loading kretprobe_multi_exit for a kprobe.multi link: this \
+                                  kernel has no bpf_get_attach_cookie (Linux 5.15), nor \
+                                  kprobe.multi links (5.18)";
+
     /// Debian 11's 5.10: no task storage, no kprobe.multi; everything else works.
     fn bullseye() -> Facts {
         Facts {
             release: "5.10.0-35-cloud-amd64".into(),
             store: Some(TaskStore::HashMap),
             task_storage: fails("the kernel does not know BPF_MAP_TYPE_TASK_STORAGE"),
-            kprobe_multi: fails("Invalid argument (os error 22)"),
-            kprobe_session: fails("Invalid argument (os error 22)"),
+            // Its verifier refuses the link programs' bpf_get_attach_cookie (5.15).
+            kprobe_multi: fails(BULLSEYE_MULTI),
+            kprobe_session: fails(
+                "this kernel has no kprobe.session (Linux 6.10): no bpf_session_is_return in its \
+                 BTF",
+            ),
             lockdown: Lockdown::NoLsm,
             ..healthy()
         }
@@ -684,7 +692,14 @@ mod tests {
             "{storage:?}"
         );
         assert!(storage.fix.contains("16384 tasks"));
-        assert_eq!(row(&facts, "kprobe.multi/session").status, Status::No);
+        let multi = row(&facts, "kprobe.multi/session");
+        assert_eq!(multi.status, Status::No);
+        assert!(
+            multi.found.starts_with(&format!(
+                "kprobe.multi no ({BULLSEYE_MULTI}); kprobe.session no"
+            )),
+            "{multi:?}"
+        );
         assert_eq!(row(&facts, "lockdown").found, "none (no lockdown LSM)");
         assert_eq!(row(&facts, "kprobes").status, Status::Yes);
         assert_eq!(row(&facts, "fentry").status, Status::Yes);

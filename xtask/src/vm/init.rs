@@ -1,0 +1,78 @@
+//! The guest's side of the protocol: its `/init`, which writes the run's markers on the console,
+//! and the nonce that makes those markers this run's own.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Unique enough per run: our pid and the clock.
+pub(super) fn nonce() -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_nanos());
+    format!("{:x}{:x}", std::process::id(), nanos)
+}
+
+/// The guest's `/init`: mounts what hotprof needs, runs `/run/cmd.sh` with its stdout and
+/// stderr on their own serial ports, then reports on the console and powers off.
+///
+/// With `watchdog_at` (seconds of guest uptime), a background watchdog dumps every process's
+/// kernel stack shortly before the host's timeout, so a hang says where it hangs. The command
+/// itself runs in the foreground, where it keeps the default signal dispositions (a shell's
+/// background jobs ignore SIGINT).
+///
+/// It must never exit (the kernel would panic), so it carries on past failed mounts, which
+/// show up on the console.
+pub(super) fn init_script(marker: &str, watchdog_at: Option<u64>) -> String {
+    let watchdog = match watchdog_at {
+        Some(at) => format!(
+            r#"watchdog() {{
+    read up rest </proc/uptime
+    left=$(( {at} - ${{up%.*}} ))
+    [ "$left" -gt 0 ] && sleep "$left"
+    echo "{marker} hang-begin"
+    for d in /proc/[0-9]*; do
+        args=$(tr '\0' ' ' <$d/cmdline 2>/dev/null)
+        [ -n "$args" ] || continue
+        echo "pid ${{d#/proc/}} $(sed -n 's/^State:\t//p' $d/status 2>/dev/null): $args"
+        sed 's/^/    /' $d/stack 2>/dev/null
+    done
+    echo "{marker} hang-end"
+}}
+watchdog &
+watchdog=$!
+"#
+        ),
+        None => "watchdog=\n".to_owned(),
+    };
+    format!(
+        r#"#!/bin/busybox sh
+/bin/busybox --install -s /bin
+export PATH=/bin HOME=/root TERM=dumb
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mount -t tracefs tracefs /sys/kernel/tracing
+mount -t debugfs debugfs /sys/kernel/debug
+mount -t bpf bpf /sys/fs/bpf
+mount -t tmpfs tmpfs /tmp
+mount -t tmpfs tmpfs /out
+ulimit -l unlimited
+# Raw: no newline translation or echo, so the host gets the command's bytes as written.
+stty -F /dev/ttyS1 raw -echo
+stty -F /dev/ttyS2 raw -echo
+{watchdog}echo "{marker} ready"
+cd /out
+sh /run/cmd.sh </dev/null >/dev/ttyS1 2>/dev/ttyS2
+rc=$?
+cd /
+[ -n "$watchdog" ] && kill "$watchdog" 2>/dev/null
+# Nothing but our lines on the console from here on.
+echo 1 >/proc/sys/kernel/printk
+echo "{marker} exit=$rc"
+echo "{marker} out-begin"
+tar -cf - -C /out . | base64
+echo "{marker} out-end"
+poweroff -f
+sleep 1000
+"#
+    )
+}

@@ -1,0 +1,119 @@
+//! What a guest run asks for ([`VmRun`], with its [`Accel`] and [`QemuSetup`]) and what it
+//! gives back ([`VmOutcome`]).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::text::transcript;
+use crate::kernels::Kernel;
+use crate::util::target_dir;
+
+/// How qemu runs the guest's CPUs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Accel {
+    /// KVM when `/dev/kvm` opens read-write and has not failed before, otherwise TCG.
+    Auto,
+    /// KVM, failing if it does not work.
+    Kvm,
+    /// Pure emulation: slow but works everywhere.
+    Tcg,
+}
+
+/// Which qemu runs the guest, which KVM device `Accel::Auto` tries, and where a KVM failure
+/// is remembered. The defaults are the real ones; a test swaps in a stand-in qemu.
+#[derive(Clone, Debug)]
+pub struct QemuSetup {
+    pub binary: PathBuf,
+    pub kvm_device: PathBuf,
+    pub kvm_marker: PathBuf,
+}
+
+impl Default for QemuSetup {
+    fn default() -> Self {
+        Self {
+            binary: PathBuf::from("qemu-system-x86_64"),
+            kvm_device: PathBuf::from("/dev/kvm"),
+            // Records that KVM failed on this machine, so later runs go straight to TCG:
+            // `/dev/kvm` can open fine and still be unable to run a guest (nested
+            // virtualization, an MSR the host refuses).
+            kvm_marker: target_dir().join("vm").join("kvm-unusable"),
+        }
+    }
+}
+
+/// One command to run in a fresh guest.
+#[derive(Clone, Debug)]
+pub struct VmRun {
+    pub kernel: Kernel,
+    /// Shell script run by the guest's busybox `sh` in `/out`, stdin from /dev/null.
+    pub script: String,
+    /// For the whole run, boot included.
+    pub timeout: Duration,
+    /// Receives every file the script left under the guest's `/out`.
+    pub out_dir: PathBuf,
+    /// Appended to the kernel command line.
+    pub cmdline_extra: Option<String>,
+    /// Copy the command's stdout/stderr to ours as it arrives.
+    pub echo: bool,
+    /// Copy the kernel console to our stderr as it arrives (for debugging boots).
+    pub show_console: bool,
+    pub accel: Accel,
+    /// Extra `newc` cpio archives unpacked over the base image, in order (e.g. the bench's
+    /// bpftrace layer), so a large optional userland never enters the shared base image.
+    pub extra_layers: Vec<PathBuf>,
+    /// Guest memory in MiB.
+    pub memory_mb: u32,
+    pub qemu: QemuSetup,
+    /// Appended to the qemu command line as they are (e.g. the bench's `-plugin …`).
+    pub extra_qemu_args: Vec<String>,
+}
+
+impl VmRun {
+    /// A run with the defaults: 300 s timeout, no echo, `Accel::Auto`, 1 GiB, no extra layers.
+    pub fn new(kernel: Kernel, script: impl Into<String>, out_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            kernel,
+            script: script.into(),
+            timeout: Duration::from_secs(300),
+            out_dir: out_dir.into(),
+            cmdline_extra: None,
+            echo: false,
+            show_console: false,
+            accel: Accel::Auto,
+            extra_layers: Vec::new(),
+            memory_mb: 1024,
+            qemu: QemuSetup::default(),
+            extra_qemu_args: Vec::new(),
+        }
+    }
+}
+
+/// What a finished guest run produced.
+#[derive(Clone, Debug)]
+pub struct VmOutcome {
+    /// The script's exit status as the guest shell saw it (128+N for signal N).
+    pub exit_code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    /// Kernel console: boot messages, kernel warnings, init's complaints.
+    pub console: String,
+    /// Where `/out`'s files were unpacked.
+    pub out_dir: PathBuf,
+    /// The kernel package that ran.
+    pub kernel_package: String,
+    pub accel: Accel,
+    /// From starting qemu to `/init` being about to run the script.
+    pub boot_time: Duration,
+    /// From starting qemu to qemu exiting.
+    pub total_time: Duration,
+    /// Boots started again because the guest died while booting (TCG's cross-modifying-code
+    /// race; said on stderr as "booting it again").
+    pub reboots: u32,
+}
+
+impl VmOutcome {
+    /// The guest's output for error messages: stdout, stderr and the end of the console.
+    pub fn transcript(&self) -> String {
+        transcript(&self.stdout, &self.stderr, &self.console)
+    }
+}
