@@ -143,6 +143,42 @@ pub fn no_kprobes_error() -> Result<()> {
     Ok(())
 }
 
+/// `hotprof list` says what a run would get, as `hotprof doctor` does: on a host whose kernel
+/// refuses fentry (doctor's fentry row "no"), every function's fentry column is "no", and it
+/// is "no" only then.
+pub fn list_agrees_with_doctor() -> Result<()> {
+    let (hotprof, _) = binaries()?;
+    let doctor = output(Command::new(&hotprof).arg("doctor"))?;
+    let doctor = String::from_utf8_lossy(&doctor.stdout);
+    let fentry_row = doctor
+        .lines()
+        .find(|line| line.split_whitespace().next() == Some("fentry"))
+        .context("doctor printed no fentry row")?;
+    let fentry_works = fentry_row.split_whitespace().nth(1) == Some("yes");
+    let list = output(Command::new(&hotprof).args(["list", "vfs_rea*"]))?;
+    let stdout = String::from_utf8_lossy(&list.stdout);
+    ensure!(
+        list.status.success(),
+        "hotprof list failed: {}",
+        String::from_utf8_lossy(&list.stderr)
+    );
+    let rows: Vec<&str> = stdout.lines().skip(1).collect();
+    ensure!(rows.len() >= 2, "hotprof list printed no rows: {stdout}");
+    for row in rows {
+        let refused = row.contains("no (refused; see doctor)");
+        ensure!(
+            refused != fentry_works,
+            "doctor's fentry row is `{}` but list says: {row}",
+            fentry_row.trim()
+        );
+    }
+    println!(
+        "  fentry {}: list and doctor agree",
+        if fentry_works { "works" } else { "refused" }
+    );
+    Ok(())
+}
+
 /// `hotprof sample` profiles getpid's kernel path on this kernel: it shows in the top table
 /// and in the flamegraph.
 pub fn sample_getpid_path() -> Result<()> {

@@ -106,6 +106,11 @@ const HOST_CHECKS: &[HostCheck] = &[
         run: host::no_kprobes_error,
     },
     HostCheck {
+        name: "host_list_agrees",
+        about: "hotprof list's fentry column says what doctor's fentry try found",
+        run: host::list_agrees_with_doctor,
+    },
+    HostCheck {
         name: "host_sample",
         about: "hotprof sample shows the getpid path (top table + SVG)",
         run: host::sample_getpid_path,

@@ -16,7 +16,7 @@ mod render;
 mod rows;
 
 pub use facts::{Facts, Kallsyms, Lockdown, Privileges, Tracefs, Tried};
-pub use probe::gather;
+pub use probe::{AttachTries, attach_tries, gather};
 pub use render::render;
 pub use rows::{Row, Status, Verdict, rows, verdict};
 

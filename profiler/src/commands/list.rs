@@ -3,6 +3,7 @@
 use anyhow::Context as _;
 
 use crate::attach;
+use crate::commands::doctor::Tried;
 use crate::resolve::callsites::{CallSites, KernelCode};
 use crate::resolve::kcore::Kcore;
 use crate::resolve::{KernelFunctions, is_glob};
@@ -43,6 +44,10 @@ pub fn run(args: &ListArgs) -> anyhow::Result<i32> {
         anyhow::bail!("no kernel function matches '{pattern}'");
     }
     let kprobes = attach::kprobes_available();
+    // What a run would get, from doctor's own tries (once, not per function): the files can
+    // list a function that the kernel still refuses to probe in any way.
+    let tries = crate::commands::doctor::attach_tries();
+    let refused = |tried: &Tried| matches!(tried, Tried::Fails(_));
     let callsites = call_sites(&kernel, &symbols);
     println!("{}", header());
     for (index, name) in symbols.iter().enumerate() {
@@ -59,6 +64,8 @@ pub fn run(args: &ListArgs) -> anyhow::Result<i32> {
             );
         let facts = Facts {
             kprobes,
+            kprobe_refused: refused(&tries.kprobe),
+            fentry_refused: refused(&tries.fentry),
             btf: btf.is_some(),
             blacklisted,
             in_btf: in_btf(name),
@@ -113,11 +120,18 @@ fn callsite_verdict(sites: &CallSites) -> String {
     )
 }
 
+/// A mode the kernel refused outright when doctor's tries asked it.
+const REFUSED: &str = "no (refused; see doctor)";
+
 /// What decides whether each probe mode can attach to one function.
 #[derive(Clone, Copy, Debug)]
 struct Facts {
     /// The kernel can create kprobes at all.
     kprobes: bool,
+    /// The kernel refused doctor's kprobe on getpid (lockdown, a missing permission).
+    kprobe_refused: bool,
+    /// The kernel refused doctor's fentry on getpid (e.g. `BPF_PROG_LOAD` not permitted).
+    fentry_refused: bool,
     /// The kernel has BTF at all.
     btf: bool,
     /// On the kprobe blacklist.
@@ -138,6 +152,8 @@ impl Facts {
             "no (blacklisted)"
         } else if !self.kprobes {
             "no (kernel has no kprobes)"
+        } else if self.kprobe_refused {
+            REFUSED
         } else {
             match self.entry_kprobe {
                 // Without CONFIG_KPROBE_EVENTS_ON_NOTRACE (Debian's, and most distributions'
@@ -155,6 +171,7 @@ impl Facts {
     fn fentry(&self) -> &'static str {
         match (self.btf, self.in_btf, self.entry_kprobe) {
             (false, _, _) => "no (no kernel BTF)",
+            _ if self.fentry_refused => REFUSED,
             (true, false, _) => "no (not in BTF: alias or clone)",
             // No ftrace location at all: nothing for a trampoline to patch.
             (true, true, Some(Err(libc::EINVAL))) => "no (notrace)",
@@ -190,6 +207,8 @@ mod tests {
 
     const ALL_YES: Facts = Facts {
         kprobes: true,
+        kprobe_refused: false,
+        fentry_refused: false,
         btf: true,
         blacklisted: false,
         in_btf: true,
@@ -302,6 +321,30 @@ mod tests {
             .kprobe(),
             "yes"
         );
+    }
+
+    /// A kernel that refuses a mode outright (doctor's try failed) gets "no" in that column
+    /// for every function, whatever the files say: `list` and `doctor` agree.
+    #[test]
+    fn a_mode_the_kernel_refuses_is_no_for_every_function() {
+        let fentry_refused = Facts {
+            fentry_refused: true,
+            ..ALL_YES
+        };
+        assert_eq!(fentry_refused.fentry(), "no (refused; see doctor)");
+        assert_eq!(fentry_refused.kprobe(), "yes");
+        let kprobe_refused = Facts {
+            kprobe_refused: true,
+            ..ALL_YES
+        };
+        assert_eq!(kprobe_refused.kprobe(), "no (refused; see doctor)");
+        assert_eq!(kprobe_refused.fentry(), "yes");
+        // Facts that hold on any kernel are named first.
+        let blacklisted = Facts {
+            blacklisted: true,
+            ..kprobe_refused
+        };
+        assert_eq!(blacklisted.kprobe(), "no (blacklisted)");
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub(super) fn glob_and_list(ctx: &mut Ctx) -> Result<()> {
          hotprof --fn 'vfs_*' --fn 'security_inode_*' --fn __x64_sys_getpid --mode kprobe --no-calibrate \
            --json /out/shared.json -- syscall_lat {GETPIDS} >/dev/null; echo shared_rc=$?; \
          hotprof list 'vfs_*' 2>/dev/null | tail -n +2 | awk '{{print $1}}' | sort > /out/list.txt; \
+         hotprof list vfs_read > /out/list_one.txt 2>/dev/null; hotprof doctor > /out/doctor.txt 2>&1; \
          awk '($2==\"t\"||$2==\"T\"||$2==\"w\"||$2==\"W\") && $3 ~ /^vfs_/ {{print $3}}' /proc/kallsyms | sort -u > /out/kallsyms.txt",
     ))?;
     ensure!(
@@ -66,6 +67,28 @@ pub(super) fn glob_and_list(ctx: &mut Ctx) -> Result<()> {
     ensure!(
         list == kallsyms,
         "hotprof list differs from kallsyms:\nlist:\n{list}\nkallsyms:\n{kallsyms}"
+    );
+    // list's columns say what doctor's tries found (here both work): `yes`, not a guess.
+    let doctor = fs::read_to_string(guest.outcome.out_dir.join("doctor.txt"))?;
+    let works = |row: &str| {
+        doctor.lines().any(|line| {
+            let mut words = line.split_whitespace();
+            words.next() == Some(row) && words.next() == Some("yes")
+        })
+    };
+    ensure!(
+        works("fentry") && works("kprobes"),
+        "doctor says fentry or kprobes do not work here:\n{doctor}"
+    );
+    let one = fs::read_to_string(guest.outcome.out_dir.join("list_one.txt"))?;
+    let row = one
+        .lines()
+        .find(|line| line.starts_with("vfs_read "))
+        .with_context(|| format!("hotprof list vfs_read printed no row:\n{one}"))?;
+    let columns: Vec<&str> = row.split_whitespace().collect();
+    ensure!(
+        columns.get(1..3) == Some(&["yes", "yes"][..]),
+        "hotprof list vfs_read says `{row}` where doctor says kprobes and fentry work"
     );
     Ok(())
 }

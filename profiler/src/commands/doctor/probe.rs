@@ -47,14 +47,8 @@ pub fn gather() -> Facts {
         Some(k) if k.addresses_visible() => Kallsyms::Visible,
         Some(_) => Kallsyms::Hidden,
     };
-    let first = |names: &[&str]| {
-        let kernel = kernel.as_ref()?;
-        names
-            .iter()
-            .find_map(|name| kernel.resolve(name, &|_| false).ok()?.into_iter().next())
-    };
-    let kprobe_target = first(KPROBE_TARGETS);
-    let fentry_target = first(FENTRY_TARGETS);
+    let kprobe_target = first(kernel.as_ref(), KPROBE_TARGETS);
+    let fentry_target = first(kernel.as_ref(), FENTRY_TARGETS);
     let unprivileged = || Tried::NotTried("needs root, or CAP_BPF and CAP_PERFMON".into());
     let programs = if privileges.sufficient {
         try_programs(
@@ -90,6 +84,41 @@ pub fn gather() -> Facts {
         tracefs,
         privileges,
     }
+}
+
+/// What a run would get for a kprobe and for fentry, as doctor finds it (the same tries,
+/// once): `hotprof list` says this instead of what the files alone suggest.
+pub struct AttachTries {
+    pub kprobe: Tried,
+    pub fentry: Tried,
+}
+
+/// Doctor's kprobe and fentry tries alone; not tried without the privileges a run needs.
+pub fn attach_tries() -> AttachTries {
+    if !privileges().sufficient {
+        let why = || Tried::NotTried("needs root, or CAP_BPF and CAP_PERFMON".into());
+        return AttachTries {
+            kprobe: why(),
+            fentry: why(),
+        };
+    }
+    let kernel = crate::resolve::kernel_functions().ok();
+    let programs = try_programs(
+        first(kernel.as_ref(), KPROBE_TARGETS).as_ref(),
+        first(kernel.as_ref(), FENTRY_TARGETS).as_ref(),
+        None,
+    );
+    AttachTries {
+        kprobe: programs.kprobe,
+        fentry: programs.fentry,
+    }
+}
+
+/// The first of `names` that resolves to a kernel function.
+fn first(kernel: Option<&KernelFunctions>, names: &[&str]) -> Option<Target> {
+    names
+        .iter()
+        .find_map(|name| kernel?.resolve(name, &|_| false).ok()?.into_iter().next())
 }
 
 fn privileges() -> Privileges {
