@@ -184,7 +184,7 @@ pub fn one_line(error: &dyn std::error::Error) -> String {
         }
         source = cause.source();
     }
-    let text = text.replace('\n', " ");
+    let text = without_empty_verifier_log(&text.replace('\n', " "));
     // A verifier log can be megabytes; its end says why the program was rejected.
     const KEEP: usize = 400;
     if text.len() > 2 * KEEP {
@@ -194,6 +194,27 @@ pub fn one_line(error: &dyn std::error::Error) -> String {
     } else {
         text
     }
+}
+
+/// aya's load error with nothing after "Verifier output:" (the kernel refused the load
+/// before the verifier ran, e.g. EPERM), without that dangling clause.
+fn without_empty_verifier_log(text: &str) -> String {
+    const CLAUSE: &str = ". Verifier output:";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(CLAUSE) {
+        let after = &rest[at + CLAUSE.len()..];
+        let log = after.trim_start();
+        out.push_str(&rest[..at]);
+        if log.is_empty() || log.starts_with([')', ':', ';']) {
+            rest = log;
+        } else {
+            out.push_str(CLAUSE);
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Errors as the kernel and aya give them, for the tests of `attach/`.
@@ -259,6 +280,27 @@ mod tests {
         let too_many = AttachError::TooManySyscalls { requested: 17 };
         assert_eq!(too_many.message(), too_many.to_string());
         assert!(std::error::Error::source(&too_many).is_none());
+    }
+
+    /// A load refused before the verifier ran (EPERM) has an empty log: the clause that
+    /// would introduce it is left out, wherever it stands in the line.
+    #[test]
+    fn an_empty_verifier_log_leaves_no_dangling_clause() {
+        let refused = "the BPF_PROG_LOAD syscall returned Operation not permitted (os error 1)";
+        let with_empty = format!("{refused}. Verifier output: ");
+        assert_eq!(without_empty_verifier_log(&with_empty), refused);
+        assert_eq!(
+            without_empty_verifier_log(&format!("fentry is refused ({with_empty}): use --syscall")),
+            format!("fentry is refused ({refused}): use --syscall")
+        );
+        let with_log = "returned Invalid argument (os error 22). Verifier output: R1 invalid";
+        assert_eq!(without_empty_verifier_log(with_log), with_log);
+        let error = load_error("");
+        assert!(
+            !one_line(&error).contains("Verifier output"),
+            "{}",
+            one_line(&error)
+        );
     }
 
     #[test]
