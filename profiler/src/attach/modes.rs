@@ -27,6 +27,8 @@ pub enum AttachedMode {
     RawSyscall,
     /// Every function at its call sites.
     Callsite,
+    /// No function or syscall timed: `hotprof sample`'s perf-event sampler alone.
+    Sampling,
 }
 
 impl AttachedMode {
@@ -37,6 +39,7 @@ impl AttachedMode {
             Self::Syscall => "syscall",
             Self::RawSyscall => "raw_syscall",
             Self::Callsite => "callsite",
+            Self::Sampling => "sampling",
         }
     }
 }

@@ -10,14 +10,11 @@ use clap::Args;
 use profiler_common::StackCapture;
 
 use super::args::{DEFAULT_STACK_MAP_SIZE, ProbeArgs};
-use crate::attach;
 use crate::collect::{self, Snapshot};
 use crate::model::{IntervalFunction, IntervalRecord, Recording, RunRecord};
 use crate::progress::Progress;
 use crate::report;
-use crate::session::{
-    self, Attached, Filters, Followed, MapsWatcher, Session, SessionSpec, Signals,
-};
+use crate::session::{self, Filters, Finished, MapsWatcher, Run, SessionSpec, Signals};
 use crate::sys::clock;
 use crate::units::parse_positive_duration;
 
@@ -162,6 +159,7 @@ impl RecordArgs {
             command: self.command.clone(),
             slowest: self.slowest.unwrap_or(0),
             sample_inside: false,
+            sample_frequency: None,
         })
     }
 
@@ -212,29 +210,9 @@ fn check_options(args: &RecordArgs) -> anyhow::Result<()> {
 pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
     let spec = args.session_spec()?;
     let filter = validate(&args, &spec)?;
-    let Attached {
-        mut ebpf,
-        links,
-        probed,
-        targets,
-        mode,
-        task_store,
-        calibration,
-        keys,
-    } = session::attach(&spec, filter)?;
+    let mut run = Run::start(&spec, filter)?;
     let follow = !args.command.is_empty();
 
-    let session = Session {
-        probed: &probed,
-        mode,
-        task_store,
-        // Measured once the probes are detached (below): not known to the interval reports.
-        overhead: None,
-        off_cpu: args.off_cpu,
-        command: &args.command,
-        keys: &keys,
-        condition: args.probe.condition.as_ref(),
-    };
     let mut signals = Signals::new()?;
     let mut maps = MapsWatcher::default();
     let started = Instant::now();
@@ -244,25 +222,17 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
     let mut intervals = Vec::new();
     let mut exit_code = 0;
     let mut previous = Snapshot::default();
-    for run in 1..=args.runs {
+    for part in 1..=args.runs {
         if args.runs > 1 {
-            eprintln!("hotprof: run {run}/{}", args.runs);
+            eprintln!("hotprof: run {part}/{}", args.runs);
         }
-        let mut outcome = measure(
-            &mut ebpf,
-            &args,
-            &session,
-            &mut signals,
-            &previous,
-            &mut maps,
-        )
-        .await?;
+        let mut outcome = measure(&mut run, &args, &mut signals, &previous, &mut maps).await?;
         exit_code = outcome.exit_code;
         intervals.append(&mut outcome.intervals);
-        let now = collect::snapshot(&ebpf, probed.len())?;
+        let now = run.snapshot()?;
         if follow {
             let delta = now.since(&previous);
-            let single = session.recording(&delta, outcome.elapsed);
+            let single = run.recording(&delta, outcome.elapsed);
             runs.push(RunRecord {
                 duration_ns: outcome.elapsed.as_nanos() as u64,
                 exit_code: outcome.exit_code,
@@ -275,44 +245,32 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
             break;
         }
     }
-    let last = collect::final_snapshot(&mut ebpf, probed.len(), task_store)?;
-    let kernel_missed = attach::recursion_misses(&ebpf) + attach::link_misses(&links);
-    let mut stacks = if args.wants_stacks() {
-        Some(collect::stacks(&ebpf)?)
-    } else {
-        None
-    };
-    let slowest = match args.slowest {
-        Some(_) => {
-            let calls = collect::slowest(&ebpf, probed.len())?;
-            // Only the kept calls' stacks: the map may hold thousands.
-            let ids: std::collections::BTreeSet<i32> =
-                calls.iter().map(|(_, call)| call.kernel_stack).collect();
-            let frames: std::collections::BTreeMap<i32, Vec<u64>> = ids
-                .into_iter()
-                .map(|id| (id, collect::stack_frames(&ebpf, id)))
-                .collect();
-            Some((calls, frames))
-        }
-        None => None,
-    };
-    // Detach every probe before printing, and before calibrating: the run's probes must not
-    // be in the calibration's figures, nor calibration delay the workload's start.
-    drop(links);
-    drop(ebpf);
-    let mut recording = session.recording(&last, started.elapsed());
-    if let Some(overhead) = calibration.and_then(|c| c.measure_or_note()) {
+    // Detaches every probe before printing, and before calibrating: the run's probes must
+    // not be in the calibration's figures, nor calibration delay the workload's start.
+    let Finished {
+        layout,
+        targets,
+        snapshot: last,
+        kernel_missed,
+        detached,
+        overhead,
+        mut stacks,
+        slowest,
+        ..
+    } = run.finish()?;
+    let mut recording = layout.recording(&last, detached.duration_since(started));
+    if let Some(overhead) = overhead {
         recording.probe_overhead_ns = Some(overhead.per_call_ns);
         recording.probe_bias_ns = Some(overhead.in_window_ns);
     }
-    if let (Some(n), Some((calls, frames))) = (args.slowest, &slowest) {
+    if let (Some(n), Some(slowest)) = (args.slowest, &slowest) {
         let kernel = if args.wants_stacks() {
             crate::flame::KernelSymbolizer::from_system().ok()
         } else {
             None
         };
         let stack = |slot: u32, id: i32| -> Vec<String> {
-            let (Some(kernel), Some(frames)) = (&kernel, frames.get(&id)) else {
+            let (Some(kernel), Some(frames)) = (&kernel, slowest.frames.get(&id)) else {
                 return Vec::new();
             };
             let leaf = targets
@@ -323,9 +281,9 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
                 .map(|ip| kernel.frame_name(ip))
                 .collect()
         };
-        session.add_slowest(
+        layout.add_slowest(
             &mut recording,
-            calls,
+            &slowest.calls,
             n as usize,
             started_monotonic_ns,
             stack,
@@ -337,8 +295,8 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
     if let Some(stacks) = &mut stacks {
         // The report and the JSON say how many calls were walked; the outputs weight them.
         let every = args.stacks_every.unwrap_or(1);
-        let walked = collect::walked_calls(stacks, probed.len());
-        session.add_stack_sampling(&mut recording, &walked, every);
+        let walked = collect::walked_calls(stacks, layout.probed.len());
+        layout.add_stack_sampling(&mut recording, &walked, every);
         collect::weight_sampled(stacks, every);
     }
     if args.interval.is_some() || args.runs > 1 {
@@ -505,14 +463,13 @@ fn interval_record(
 /// One measurement: runs the workload (if any) to its end, or waits for the duration or a
 /// signal, printing interval reports on the way.
 async fn measure(
-    ebpf: &mut aya::Ebpf,
+    run: &mut Run,
     args: &RecordArgs,
-    session: &Session<'_>,
     signals: &mut Signals,
     since: &Snapshot,
     maps: &mut MapsWatcher,
 ) -> anyhow::Result<RunOutcome> {
-    let mut workload = Followed::spawn(ebpf, &args.command, &args.probe.filter.pids)?;
+    let mut workload = run.follow(&args.command, &args.probe.filter.pids)?;
     let started = Instant::now();
     workload.release()?;
     // User frames are named from the processes' mappings, saved while they live.
@@ -524,7 +481,7 @@ async fn measure(
     }
     eprintln!(
         "hotprof: {}{}",
-        session.attached(),
+        run.layout().attached(),
         match (workload.is_some(), args.duration) {
             (true, _) => format!(", running: {}", args.command.join(" ")),
             (false, Some(d)) => format!(", for {}", crate::units::format_ns(d.as_nanos() as f64)),
@@ -568,18 +525,18 @@ async fn measure(
                 break;
             }
             _ = async { maps_ticker.as_mut().unwrap().tick().await }, if maps_ticker.is_some() => {
-                maps.poll(ebpf);
+                run.poll_maps(maps);
             }
             _ = async { ticker.as_mut().unwrap().tick().await }, if ticker.is_some() => {
                 interval_index += 1;
                 progress.clear();
                 let woke_at = started.elapsed();
                 let cpu_at = clock::thread_cpu_time();
-                let now = collect::snapshot(ebpf, session.probed.len())?;
+                let now = run.snapshot()?;
                 let elapsed = started.elapsed();
                 // Counted by the probes as they create entries: no walk of the map per report.
                 let stack_entries = args.wants_stacks().then(|| now.counter(profiler_common::Counter::StackEntries));
-                let recording = session.recording(&now.since(&previous), args.interval.unwrap_or_default());
+                let recording = run.recording(&now.since(&previous), args.interval.unwrap_or_default());
                 println!("--- interval {interval_index} ({} elapsed)", crate::units::format_ns(elapsed.as_nanos() as f64));
                 print!("{}", report::render_recording(&displayed(&recording, args.subtract_bias)));
                 println!("{}", report::render_map_entries(now.task_entries, stack_entries));

@@ -1,4 +1,4 @@
-//! Turning a snapshot of the kernel's maps into a recording ([`Session::recording`]).
+//! Turning a snapshot of the kernel's maps into a recording ([`Layout::recording`]).
 
 use std::time::Duration;
 
@@ -11,20 +11,25 @@ use crate::model::{
     SCHEMA_VERSION, SlowCallRecord, TaskStore,
 };
 
-/// What stays the same across the runs and reports of one invocation.
-pub struct Session<'a> {
-    pub probed: &'a [Probed],
+/// What was attached, slot by slot, and what every recording of the run says beside its
+/// figures: all a snapshot needs to become a recording. Data in, [`Recording`] out (no handle
+/// on the kernel), so that it can move to the model with the rest of the pure code.
+pub struct Layout {
+    pub probed: Vec<Probed>,
     pub mode: AttachedMode,
     pub task_store: TaskStore,
+    /// Known from the start when calibrated while the probes run (`serve`); else `None`.
     pub overhead: Option<crate::calibrate::Overhead>,
     pub off_cpu: bool,
-    pub command: &'a [String],
-    pub keys: &'a KeyNames,
-    /// `--filter`, if any.
-    pub condition: Option<&'a FilterExpr>,
+    pub command: Vec<String>,
+    pub keys: KeyNames,
+    /// The filter expression, if any.
+    pub condition: Option<FilterExpr>,
+    /// The kernel's release, as the recordings name it (read once, at start).
+    pub kernel: String,
 }
 
-impl Session<'_> {
+impl Layout {
     /// A recording of `snapshot` (cumulative or one run's delta) over `elapsed`.
     pub fn recording(&self, snapshot: &Snapshot, elapsed: Duration) -> Recording {
         let mut functions = Vec::new();
@@ -63,16 +68,16 @@ impl Session<'_> {
         Recording {
             schema_version: SCHEMA_VERSION,
             tool: format!("hotprof {}", env!("CARGO_PKG_VERSION")),
-            kernel: crate::kernel_release(),
+            kernel: self.kernel.clone(),
             mode: self.mode_label(),
             task_store: Some(self.task_store),
             duration_ns: elapsed.as_nanos() as u64,
             by: self.keys.spec.names(),
-            filter: self.condition.map(|condition| FilterRecord {
+            filter: self.condition.as_ref().map(|condition| FilterRecord {
                 expression: condition.text().to_owned(),
                 not_matched: snapshot.counter(profiler_common::Counter::FilteredOut),
             }),
-            command: self.command.to_vec(),
+            command: self.command.clone(),
             functions,
             losses: snapshot.losses(),
             probe_overhead_ns: self.overhead.map(|o| o.per_call_ns),
@@ -283,6 +288,21 @@ fn kprobe_label<'a>(entries: impl Iterator<Item = &'a Probed>) -> &'static str {
 mod tests {
     use super::*;
 
+    /// The layout of `probed` in `mode`: no overhead, no command, no keys, no filter.
+    fn layout(probed: &[Probed], mode: AttachedMode) -> Layout {
+        Layout {
+            probed: probed.to_vec(),
+            mode,
+            task_store: TaskStore::TaskStorage,
+            overhead: None,
+            off_cpu: false,
+            command: Vec::new(),
+            keys: KeyNames::default(),
+            condition: None,
+            kernel: "6.12.0".into(),
+        }
+    }
+
     #[test]
     fn a_recording_holds_every_total_and_on_cpu_time_only_with_off_cpu() {
         use crate::model::FunctionTotals;
@@ -320,18 +340,14 @@ mod tests {
             ..Snapshot::default()
         };
         let command = ["true".to_string()];
-        let mut session = Session {
-            probed: &probed,
-            mode: AttachedMode::Kprobe,
+        let mut session = Layout {
             task_store: TaskStore::HashMap,
             overhead: Some(crate::calibrate::Overhead {
                 per_call_ns: 12.5,
                 in_window_ns: 4.0,
             }),
-            off_cpu: false,
-            command: &command,
-            keys: &KeyNames::default(),
-            condition: None,
+            command: command.to_vec(),
+            ..layout(&probed, AttachedMode::Kprobe)
         };
         let recording = session.recording(&snapshot, Duration::from_millis(2));
         assert_eq!(
@@ -374,19 +390,7 @@ mod tests {
             multi_link,
             session_link: false,
         };
-        let label = |probed: &[Probed], mode| {
-            Session {
-                probed,
-                mode,
-                task_store: TaskStore::TaskStorage,
-                overhead: None,
-                off_cpu: false,
-                command: &[],
-                keys: &KeyNames::default(),
-                condition: None,
-            }
-            .mode_label()
-        };
+        let label = |probed: &[Probed], mode| layout(probed, mode).mode_label();
         let multi = || probed("vfs_read", None, true);
         let single = || probed("memcpy_orig", None, false);
         let site = || probed("copy_page_from_iter_atomic", Some("f+0x1"), false);
@@ -436,16 +440,7 @@ mod tests {
             ],
             ..Snapshot::default()
         };
-        let session = Session {
-            probed: &probed,
-            mode: AttachedMode::Kprobe,
-            task_store: TaskStore::TaskStorage,
-            overhead: None,
-            off_cpu: false,
-            command: &[],
-            keys: &KeyNames::default(),
-            condition: None,
-        };
+        let session = layout(&probed, AttachedMode::Kprobe);
         let recording = session.recording(&snapshot, Duration::from_secs(1));
         assert_eq!(recording.functions.len(), 2);
         assert!(recording.functions[0].callers.is_empty());

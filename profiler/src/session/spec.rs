@@ -43,6 +43,13 @@ pub struct ProbeSpec {
     pub filter: FilterSpec,
 }
 
+impl ProbeSpec {
+    /// Whether no function or syscall is named.
+    pub fn is_empty(&self) -> bool {
+        self.functions.is_empty() && self.syscalls.is_empty()
+    }
+}
+
 /// Whose calls count, as the user named them.
 #[derive(Clone, Debug, Default)]
 pub struct FilterSpec {
@@ -72,9 +79,13 @@ pub struct SessionSpec {
     pub slowest: u32,
     /// `hotprof sample --inside F`: load for sampling too, only inside the probed frames.
     pub sample_inside: bool,
+    /// `hotprof sample`: sample every online CPU this many times a second (perf events), with
+    /// or without functions probed.
+    pub sample_frequency: Option<u64>,
 }
 
 /// The filters as the probes compare them.
+#[derive(Default)]
 pub struct Filters {
     pub(super) cgroup_id: Option<u64>,
     pub(super) comm: Option<[u8; 16]>,
@@ -82,6 +93,7 @@ pub struct Filters {
 
 /// One probed function or syscall, or one call site of a function: what the user asked for
 /// and what was attached. Each is one slot of the per-function maps.
+#[derive(Clone, Debug)]
 pub struct Probed {
     pub name: String,
     pub symbol: String,

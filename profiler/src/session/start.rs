@@ -13,9 +13,8 @@ use crate::resolve::callsites::{CallSite, KernelCode};
 use crate::resolve::kcore::Kcore;
 use crate::resolve::{self, KernelFunctions};
 
-/// The probes of one invocation, loaded and attached. Dropping `links` and `ebpf` detaches and
-/// unloads everything.
-pub struct Attached {
+/// The probes of one invocation, loaded and attached: what [`super::Run`] is made of.
+pub(super) struct Attached {
     pub ebpf: aya::Ebpf,
     /// kprobe mode's links, owned apart from `ebpf` so they close in parallel.
     pub links: attach::KprobeLinks,
@@ -31,14 +30,14 @@ pub struct Attached {
 }
 
 /// Loads the eBPF object for `config`, the one error line saying why not.
-pub fn load(config: &ProbeConfig) -> anyhow::Result<attach::Loaded> {
+fn load(config: &ProbeConfig) -> anyhow::Result<attach::Loaded> {
     attach::load(config).map_err(|e| anyhow::anyhow!("cannot load the eBPF programs: {e}"))
 }
 
 /// Resolves the targets, loads the programs with the spec's filters and attaches them; times
 /// the calibration's baseline first (unless asked not to calibrate), so that the overhead
 /// can be measured later ([`Attached::calibration`]).
-pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
+pub(super) fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
     // SIGINT/SIGTERM until the run's own handling takes over: noted, then reported at the
     // next attach step with what was done, everything attached so far detached.
     let _signals = attach::AttachSignals::catch();
@@ -286,6 +285,43 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
         task_store,
         calibration,
         keys,
+    })
+}
+
+/// Loads the object for sampling alone (`hotprof sample` without `--inside`): no function
+/// or syscall, only the hooks that follow the workload's tree.
+pub(super) fn sampler_only(spec: &SessionSpec) -> anyhow::Result<Attached> {
+    let follow = !spec.command.is_empty();
+    let offsets = if follow {
+        let tracefs =
+            resolve::tracefs_root().context("following the workload's children needs tracefs")?;
+        Some(TracepointOffsets::read(&tracefs)?)
+    } else {
+        None
+    };
+    let config = ProbeConfig {
+        functions: 1,
+        filter_tgids: follow || !spec.probe.filter.pids.is_empty(),
+        exclude_tgid: Some(std::process::id()),
+        sampling: true,
+        stack_map_size: spec.stack_map_size,
+        offsets,
+        ..Default::default()
+    };
+    let attach::Loaded {
+        mut ebpf,
+        task_store,
+    } = load(&config)?;
+    attach::attach_tracking(&mut ebpf, task_store, false, follow)?;
+    Ok(Attached {
+        ebpf,
+        links: attach::KprobeLinks::default(),
+        probed: Vec::new(),
+        targets: Vec::new(),
+        mode: AttachedMode::Sampling,
+        task_store,
+        calibration: None,
+        keys: KeyNames::default(),
     })
 }
 
