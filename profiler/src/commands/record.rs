@@ -210,10 +210,12 @@ fn check_options(args: &RecordArgs) -> anyhow::Result<()> {
 pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
     let spec = args.session_spec()?;
     let filter = validate(&args, &spec)?;
+    // Caught from before anything is attached to the report: a signal while attaching stops
+    // it there, one later ends the run.
+    let mut signals = Signals::new()?;
     let mut run = Run::start(&spec, filter)?;
     let follow = !args.command.is_empty();
 
-    let mut signals = Signals::new()?;
     let mut maps = MapsWatcher::default();
     let started = Instant::now();
     // The probes' clock (CLOCK_MONOTONIC), to place the slowest calls in the run.

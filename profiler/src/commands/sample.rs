@@ -181,6 +181,7 @@ pub async fn collect(args: &SampleArgs) -> anyhow::Result<Samples> {
         Some(_) => session::validate(&spec)?,
         None => Filters::default(),
     };
+    let mut signals = Signals::new()?;
     let mut run = Run::start(&spec, filters)?;
     let inside = run.targets().first().map(|t| (t.symbol.clone(), t.address));
 
@@ -197,7 +198,6 @@ pub async fn collect(args: &SampleArgs) -> anyhow::Result<Samples> {
             String::new()
         }
     );
-    let mut signals = Signals::new()?;
     let deadline = args.duration.map(|d| tokio::time::Instant::now() + d);
     let mut exit_code = 0;
     // User frames are named from the processes' mappings, saved while they live.
