@@ -36,7 +36,7 @@ pub use links::KprobeLinks;
 pub use loader::{EbpfLoadError, Loaded, ProbeConfig, load, load_object};
 pub use misses::{link_misses, recursion_misses};
 pub use mode::{AttachedFunctions, attach_functions, attach_functions_with};
-pub use modes::{AttachedMode, Mode};
+pub use modes::{AttachedMode, LinkKind, Mode};
 pub use multi::KprobeAttach;
 pub use perf_event::attach_sampler;
 pub use placement::{KprobeAnswer, Placement, ask_kernel, place};

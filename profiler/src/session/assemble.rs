@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::keys::KeyNames;
 use super::spec::Probed;
-use crate::attach::AttachedMode;
+use crate::attach::{AttachedMode, LinkKind};
 use crate::collect::Snapshot;
 use crate::model::{
     CallerRecord, FilterExpr, FilterRecord, FunctionRecord, FunctionTotals, KeyRecord, Recording,
@@ -268,13 +268,10 @@ impl Layout {
 fn kprobe_label<'a>(entries: impl Iterator<Item = &'a Probed>) -> &'static str {
     let (mut multi, mut single) = (false, false);
     for probed in entries {
-        if probed.session_link {
-            return "kprobe.session";
-        }
-        if probed.multi_link {
-            multi = true;
-        } else {
-            single = true;
+        match probed.link {
+            LinkKind::Session => return "kprobe.session",
+            LinkKind::Multi => multi = true,
+            _ => single = true,
         }
     }
     match (multi, single) {
@@ -312,16 +309,14 @@ mod tests {
                 symbol: "vfs_read".into(),
                 site: None,
                 child: false,
-                multi_link: false,
-                session_link: false,
+                link: LinkKind::Perf,
             },
             Probed {
                 name: "__ep_eventpoll_poll".into(),
                 symbol: "__ep_eventpoll_poll.isra.0".into(),
                 site: None,
                 child: false,
-                multi_link: false,
-                session_link: false,
+                link: LinkKind::Perf,
             },
         ];
         let totals = FunctionTotals {
@@ -382,18 +377,17 @@ mod tests {
 
     #[test]
     fn kprobe_mode_is_labelled_by_how_its_functions_were_attached() {
-        let probed = |name: &str, site: Option<&str>, multi_link| Probed {
+        let probed = |name: &str, site: Option<&str>, link| Probed {
             name: name.into(),
             symbol: name.into(),
             site: site.map(str::to_owned),
             child: false,
-            multi_link,
-            session_link: false,
+            link,
         };
         let label = |probed: &[Probed], mode| layout(probed, mode).mode_label();
-        let multi = || probed("vfs_read", None, true);
-        let single = || probed("memcpy_orig", None, false);
-        let site = || probed("copy_page_from_iter_atomic", Some("f+0x1"), false);
+        let multi = || probed("vfs_read", None, LinkKind::Multi);
+        let single = || probed("memcpy_orig", None, LinkKind::Perf);
+        let site = || probed("copy_page_from_iter_atomic", Some("f+0x1"), LinkKind::Perf);
         let kprobe = AttachedMode::Kprobe;
         assert_eq!(label(&[], kprobe), "kprobe");
         assert_eq!(label(&[single()], kprobe), "kprobe");
@@ -405,7 +399,7 @@ mod tests {
         assert_eq!(label(&[site()], AttachedMode::Callsite), "callsite");
         assert_eq!(label(&[multi()], AttachedMode::Fentry), "fentry");
         let session = Probed {
-            session_link: true,
+            link: LinkKind::Session,
             ..multi()
         };
         assert_eq!(label(&[session], kprobe), "kprobe.session");
@@ -418,8 +412,7 @@ mod tests {
             symbol: name.into(),
             site: site.map(str::to_owned),
             child: false,
-            multi_link: false,
-            session_link: false,
+            link: LinkKind::Perf,
         };
         let probed = [
             site("generic_perform_write", None),

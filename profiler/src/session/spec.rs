@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use profiler_common::StackCapture;
 
-use crate::attach::{self, Mode};
+use crate::attach::{self, LinkKind, Mode};
 use crate::model::{FilterExpr, KeySpec};
 
 /// What to probe and whose calls count.
@@ -102,9 +102,6 @@ pub struct Probed {
     pub site: Option<String>,
     /// `--children`: timed only inside the parent's frames.
     pub child: bool,
-    /// Attached through kprobe mode's kprobe.multi or kprobe.session link (an fprobe, not a
-    /// perf kprobe).
-    pub multi_link: bool,
-    /// Attached through kprobe mode's kprobe.session link (no frames).
-    pub session_link: bool,
+    /// How it is attached.
+    pub link: LinkKind,
 }

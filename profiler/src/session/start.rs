@@ -6,7 +6,7 @@ use profiler_common::{KPROBE_SLOTS, StackCapture};
 
 use super::keys::KeyNames;
 use super::spec::{Filters, ProbeSpec, Probed, SessionSpec};
-use crate::attach::{self, AttachedMode, Mode, ProbeConfig, TracepointOffsets};
+use crate::attach::{self, AttachedMode, LinkKind, Mode, ProbeConfig, TracepointOffsets};
 use crate::model::{FilterExpr, TaskStore};
 use crate::progress::Progress;
 use crate::resolve::callsites::{CallSite, KernelCode};
@@ -98,8 +98,8 @@ pub(super) fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Atta
                 symbol: target.symbol.clone(),
                 site: None,
                 child: children.contains(&target.symbol),
-                multi_link: false,
-                session_link: false,
+                // Until attached (below).
+                link: LinkKind::Perf,
             });
             targets.push(target);
         }
@@ -124,8 +124,7 @@ pub(super) fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Atta
                         symbol: target.symbol.clone(),
                         site: Some(site),
                         child: children.contains(&target.symbol),
-                        multi_link: false,
-                        session_link: false,
+                        link: LinkKind::Perf,
                     });
                     // Each site's slot has the function as its target (the stacks' leaf).
                     targets.push(target.clone());
@@ -146,8 +145,7 @@ pub(super) fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Atta
                 symbol: format!("sys_enter_{s}"),
                 site: None,
                 child: false,
-                multi_link: false,
-                session_link: false,
+                link: LinkKind::Tracepoint,
             })
             .collect()
     };
@@ -243,9 +241,8 @@ pub(super) fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Atta
             for note in attached.notes {
                 eprintln!("hotprof: note: {note}");
             }
-            for (probed, multi) in probed.iter_mut().zip(attached.multi_linked) {
-                probed.multi_link = multi;
-                probed.session_link = attached.session;
+            for (probed, kind) in probed.iter_mut().zip(attached.kinds) {
+                probed.link = kind;
             }
             links = attached.links;
             mode = attached.mode;
@@ -258,9 +255,9 @@ pub(super) fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Atta
         mode
     };
     // Calibrated through the link when the run's functions went through it.
-    let kprobe_attach = if probed.iter().any(|p| p.session_link) {
+    let kprobe_attach = if probed.iter().any(|p| p.link == LinkKind::Session) {
         attach::KprobeAttach::Session
-    } else if probed.iter().any(|p| p.multi_link) {
+    } else if probed.iter().any(|p| p.link == LinkKind::Multi) {
         attach::KprobeAttach::Multi
     } else {
         attach::KprobeAttach::Single
