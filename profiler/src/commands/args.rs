@@ -4,13 +4,14 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use anyhow::bail;
 use clap::Args;
 
 use profiler_common::DEFAULT_MAX_KEYS;
 
 use crate::attach::{KprobeAttach, Mode, SyscallMode};
 use crate::model::{ByError, ByField, FilterError, FilterExpr, KeySpec};
-use crate::session::{FilterSpec, ProbeSpec};
+use crate::session::{FilterSpec, ProbeSpec, Targets};
 use crate::units::parse_duration;
 
 /// Functions `--fn` may match unless `--max-functions` says otherwise.
@@ -182,9 +183,17 @@ fn parse_by_field(text: &str) -> Result<ByField, ByError> {
 impl ProbeArgs {
     /// The spec, or the one-line reason the `--by` key cannot be used.
     pub fn to_spec(&self) -> anyhow::Result<ProbeSpec> {
+        let by = KeySpec::new(self.by.clone())?;
+        let targets = match (&self.functions[..], &self.syscalls[..]) {
+            ([], []) => {
+                bail!("nothing to measure: give --fn FUNC or --syscall NAME (see hotprof --help)")
+            }
+            ([], syscalls) => Targets::Syscalls(syscalls.to_vec()),
+            (functions, []) => Targets::Functions(functions.to_vec()),
+            _ => bail!("--fn and --syscall cannot be combined in one run"),
+        };
         Ok(ProbeSpec {
-            functions: self.functions.clone(),
-            syscalls: self.syscalls.clone(),
+            targets,
             syscall_mode: self.syscall_mode.into(),
             mode: self.mode.into(),
             kprobe_attach: if self.no_kprobe_multi {
@@ -199,7 +208,7 @@ impl ProbeArgs {
             callers: self.callers.clone(),
             children: self.children.clone(),
             max_functions: self.max_functions,
-            by: KeySpec::new(self.by.clone())?,
+            by,
             max_keys: self.max_keys,
             condition: self.condition.clone(),
             filter: self.filter.to_spec(),

@@ -672,8 +672,12 @@ mod tests {
     #[test]
     fn the_session_is_checked_before_the_options() {
         let nothing = args(&["--runs", "3"]);
-        let spec = nothing.session_spec().unwrap();
-        assert!(error(validate(&nothing, &spec)).starts_with("nothing to measure"));
+        assert!(error(nothing.session_spec()).starts_with("nothing to measure"));
+        let both = args(&["--fn", "vfs_read", "--syscall", "getpid", "--runs", "3"]);
+        assert_eq!(
+            error(both.session_spec()),
+            "--fn and --syscall cannot be combined in one run"
+        );
         let runs = args(&["--fn", "vfs_read", "--runs", "3"]);
         let spec = runs.session_spec().unwrap();
         assert_eq!(

@@ -9,7 +9,7 @@ use anyhow::Context as _;
 use super::args::DEFAULT_STACK_MAP_SIZE;
 use crate::collect::CollectedStack;
 use crate::session::{
-    self, FilterSpec, Filters, MapsWatcher, ProbeSpec, Run, SessionSpec, Signals,
+    self, FilterSpec, Filters, MapsWatcher, ProbeSpec, Run, SessionSpec, Signals, Targets,
 };
 
 const EXAMPLES: &str = "\
@@ -152,7 +152,7 @@ pub async fn collect(args: &SampleArgs) -> anyhow::Result<Samples> {
     // With --inside, the function's probes too (whose frames the sampler checks).
     let probe = match &args.inside {
         Some(function) => ProbeSpec {
-            functions: vec![function.clone()],
+            targets: Targets::Functions(vec![function.clone()]),
             // Any frame of the functions it names counts as inside.
             max_functions: usize::MAX,
             filter: FilterSpec {

@@ -10,7 +10,7 @@ use aya::maps::{MapData, PerCpuHashMap};
 use profiler_common::{SlowCall, StackCapture, StackKey, StackTotals, names};
 
 use super::assemble::Layout;
-use super::spec::{Filters, SessionSpec};
+use super::spec::{Filters, SessionSpec, Targets};
 use super::start;
 use super::workload::{Followed, MapsWatcher};
 use crate::attach::{self, KprobeLinks};
@@ -70,7 +70,7 @@ impl Run {
     /// Resolves, loads and attaches what `spec` asks for (checked into `filters` before),
     /// the sampler too when it asks for one.
     pub fn start(spec: &SessionSpec, filters: Filters) -> anyhow::Result<Run> {
-        let attached = if spec.probe.is_empty() && spec.sample_frequency.is_some() {
+        let attached = if let Targets::Nothing = spec.probe.targets {
             start::sampler_only(spec)?
         } else {
             start::attach(spec, filters)?

@@ -1,5 +1,5 @@
 //! The run's specification, as plain domain structs the command layer fills in: what to
-//! probe ([`ProbeSpec`]), whose calls count ([`FilterSpec`], and [`Filters`] as the probes
+//! probe ([`ProbeSpec`], its [`Targets`]), whose calls count ([`FilterSpec`], and [`Filters`] as the probes
 //! compare them), and what the run attaches for ([`SessionSpec`]); [`Probed`] is one slot
 //! of what was asked for and attached.
 
@@ -11,14 +11,41 @@ use profiler_common::StackCapture;
 use crate::attach::{self, LinkKind, Mode};
 use crate::model::{FilterExpr, KeySpec};
 
+/// What a run times: kernel functions or syscalls, never both.
+#[derive(Clone, Debug, Default)]
+pub enum Targets {
+    /// Neither: `hotprof sample`'s sampler alone.
+    #[default]
+    Nothing,
+    /// Kernel functions or globs.
+    Functions(Vec<String>),
+    /// Syscalls, timed at their tracepoints.
+    Syscalls(Vec<String>),
+}
+
+impl Targets {
+    /// The functions named (none for syscalls).
+    pub fn functions(&self) -> &[String] {
+        match self {
+            Self::Functions(functions) => functions,
+            _ => &[],
+        }
+    }
+
+    /// The syscalls named (none for functions).
+    pub fn syscalls(&self) -> &[String] {
+        match self {
+            Self::Syscalls(syscalls) => syscalls,
+            _ => &[],
+        }
+    }
+}
+
 /// What to probe and whose calls count.
 #[derive(Clone, Debug, Default)]
 pub struct ProbeSpec {
-    /// Kernel functions or globs (`--fn`).
-    pub functions: Vec<String>,
-    /// Syscalls, timed at their tracepoints (`--syscall`).
-    pub syscalls: Vec<String>,
-    /// Which tracepoints time them (`--syscall-mode`).
+    pub targets: Targets,
+    /// Which tracepoints time syscalls.
     pub syscall_mode: attach::SyscallMode,
     pub mode: Mode,
     /// How kprobe mode attaches (`--no-kprobe-session`: the kprobe.multi link's frames;
@@ -41,13 +68,6 @@ pub struct ProbeSpec {
     /// `--filter`: only calls that satisfy it are recorded.
     pub condition: Option<FilterExpr>,
     pub filter: FilterSpec,
-}
-
-impl ProbeSpec {
-    /// Whether no function or syscall is named.
-    pub fn is_empty(&self) -> bool {
-        self.functions.is_empty() && self.syscalls.is_empty()
-    }
 }
 
 /// Whose calls count, as the user named them.

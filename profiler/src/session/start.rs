@@ -5,7 +5,7 @@ use anyhow::{Context as _, bail};
 use profiler_common::{KPROBE_SLOTS, StackCapture};
 
 use super::keys::KeyNames;
-use super::spec::{Filters, ProbeSpec, Probed, SessionSpec};
+use super::spec::{Filters, ProbeSpec, Probed, SessionSpec, Targets};
 use crate::attach::{self, AttachedMode, LinkKind, Mode, ProbeConfig, TracepointOffsets};
 use crate::model::{FilterExpr, TaskStore};
 use crate::progress::Progress;
@@ -47,10 +47,10 @@ pub(super) fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Atta
     let mut kernel = None;
     let mut targets = Vec::new();
     let mut sites = Vec::new();
-    let mut probed: Vec<Probed> = if !probe.functions.is_empty() {
+    let mut probed: Vec<Probed> = if let Targets::Functions(requested) = &probe.targets {
         let functions =
             kernel.insert(KernelFunctions::from_system().context("cannot read /proc/kallsyms")?);
-        let mut requested = resolve_functions(functions, &probe.functions)?;
+        let mut requested = resolve_functions(functions, requested)?;
         check_function_count(requested.len(), probe)?;
         let mut children = std::collections::BTreeSet::new();
         if !probe.children.is_empty() {
@@ -138,7 +138,8 @@ pub(super) fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Atta
             bail!("--syscall needs tracefs (mount -t tracefs tracefs /sys/kernel/tracing)");
         }
         probe
-            .syscalls
+            .targets
+            .syscalls()
             .iter()
             .map(|s| Probed {
                 name: s.clone(),
@@ -196,7 +197,7 @@ pub(super) fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Atta
         let symbols: Vec<&str> = targets.iter().map(|t| t.symbol.as_str()).collect();
         // Call-site mode when no function is timed at its entry.
         let at_call_sites = !sites.is_empty() && targets.len() == sites.len();
-        crate::calibrate::baseline(&symbols, &probe.syscalls, at_call_sites)
+        crate::calibrate::baseline(&symbols, probe.targets.syscalls(), at_call_sites)
     });
     let attach::Loaded {
         mut ebpf,
@@ -211,7 +212,7 @@ pub(super) fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Atta
     let mode = if targets.is_empty() {
         attach::attach_syscalls_in(
             &mut ebpf,
-            &probe.syscalls,
+            probe.targets.syscalls(),
             tracefs.as_deref().unwrap_or(std::path::Path::new("")),
             probe.syscall_mode,
             follow || !probe.filter.pids.is_empty(),
@@ -351,7 +352,8 @@ fn check_function_count(matched: usize, probe: &ProbeSpec) -> anyhow::Result<()>
         return Ok(());
     }
     let what = probe
-        .functions
+        .targets
+        .functions()
         .iter()
         .map(|f| format!("'{f}'"))
         .collect::<Vec<_>>()
@@ -456,7 +458,7 @@ mod tests {
     #[test]
     fn a_glob_matching_more_than_max_functions_is_refused_naming_the_count() {
         let mut probe = ProbeSpec {
-            functions: vec!["vfs_*".into()],
+            targets: Targets::Functions(vec!["vfs_*".into()]),
             max_functions: 3,
             ..ProbeSpec::default()
         };

@@ -2,7 +2,7 @@
 
 use anyhow::{Context as _, bail};
 
-use super::spec::{FilterSpec, Filters, SessionSpec};
+use super::spec::{FilterSpec, Filters, SessionSpec, Targets};
 use crate::attach;
 use crate::model::{ByField, FilterExpr};
 
@@ -18,17 +18,12 @@ pub fn check_processes(pids: &[u32], command: &[String]) -> anyhow::Result<()> {
 /// returns the filters as the probes compare them.
 pub fn validate(spec: &SessionSpec) -> anyhow::Result<Filters> {
     let probe = &spec.probe;
-    if probe.functions.is_empty() && probe.syscalls.is_empty() {
-        bail!("nothing to measure: give --fn FUNC or --syscall NAME (see hotprof --help)");
-    }
-    if !probe.functions.is_empty() && !probe.syscalls.is_empty() {
-        bail!("--fn and --syscall cannot be combined in one run");
-    }
     check_processes(&probe.filter.pids, &spec.command)?;
-    if !probe.syscalls.is_empty() && probe.by.fields().contains(&ByField::Caller) {
+    let syscalls = matches!(probe.targets, Targets::Syscalls(_));
+    if syscalls && probe.by.fields().contains(&ByField::Caller) {
         bail!("--by caller needs --fn: a syscall's caller is user space");
     }
-    if !probe.syscalls.is_empty()
+    if syscalls
         && probe
             .condition
             .as_ref()
@@ -111,10 +106,14 @@ mod tests {
     use super::*;
 
     fn spec(functions: &[&str], syscalls: &[&str]) -> SessionSpec {
+        let names = |names: &[&str]| names.iter().map(|s| s.to_string()).collect();
+        let targets = match (functions, syscalls) {
+            (_, []) => Targets::Functions(names(functions)),
+            _ => Targets::Syscalls(names(syscalls)),
+        };
         SessionSpec {
             probe: ProbeSpec {
-                functions: functions.iter().map(|s| s.to_string()).collect(),
-                syscalls: syscalls.iter().map(|s| s.to_string()).collect(),
+                targets,
                 ..ProbeSpec::default()
             },
             ..SessionSpec::default()
@@ -129,10 +128,11 @@ mod tests {
     }
 
     #[test]
-    fn something_to_measure_and_only_one_kind() {
-        assert!(error(validate(&spec(&[], &[]))).starts_with("nothing to measure"));
-        assert!(error(validate(&spec(&["vfs_read"], &["getpid"]))).contains("cannot be combined"));
+    fn a_syscall_has_no_kernel_caller() {
         assert!(validate(&spec(&["vfs_read"], &[])).is_ok());
+        let mut by_caller = spec(&[], &["getpid"]);
+        by_caller.probe.by = crate::model::KeySpec::new(vec![ByField::Caller]).unwrap();
+        assert!(error(validate(&by_caller)).starts_with("--by caller needs --fn"));
     }
 
     #[test]
