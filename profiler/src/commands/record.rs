@@ -174,13 +174,81 @@ impl RecordArgs {
     }
 }
 
-/// Checks the arguments and the system before anything is loaded, so a typo costs nothing;
-/// returns the filters as the probes compare them.
-fn validate(args: &RecordArgs, spec: &SessionSpec) -> anyhow::Result<Filters> {
-    let filter = session::validate(spec)?;
-    check_options(args)?;
-    session::check_system(&args.command)?;
-    Ok(filter)
+/// A recording as the arguments ask for it, converted once and checked: nothing after
+/// [`RecordArgs::plan`] reads an argument.
+pub struct RecordPlan {
+    pub session: SessionSpec,
+    /// The filters as the probes compare them.
+    pub filters: Filters,
+    pub schedule: Schedule,
+    /// `--duration`: how long each measurement lasts at most (else until the workload exits
+    /// or a signal).
+    pub duration: Option<Duration>,
+    pub outputs: Outputs,
+}
+
+/// How the measurements and their reports follow each other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Schedule {
+    /// One measurement, one report.
+    Once,
+    /// `--runs N` (N > 1): the workload N times, each run's figures kept, then the total.
+    Runs(u32),
+    /// `--interval`: a report every interval (each starting afresh), then the total.
+    Every(Duration),
+}
+
+impl Schedule {
+    /// How many times the workload is run.
+    fn runs(self) -> u32 {
+        match self {
+            Self::Runs(n) => n,
+            _ => 1,
+        }
+    }
+}
+
+/// What is written besides the text report, and how the reports show durations.
+pub struct Outputs {
+    pub json: Option<PathBuf>,
+    pub flamegraph: Option<PathBuf>,
+    pub folded: Option<PathBuf>,
+    pub pprof: Option<PathBuf>,
+    pub html: Option<PathBuf>,
+    pub weight: StackWeight,
+    /// `--subtract-bias`: the text and HTML reports without the calibrated bias.
+    pub subtract_bias: bool,
+}
+
+impl RecordArgs {
+    /// Converts the arguments into the plan, checking them and the system before anything is
+    /// loaded, so a typo costs nothing: the session first, then the command's own options.
+    pub fn plan(&self) -> anyhow::Result<RecordPlan> {
+        let session = self.session_spec()?;
+        let filters = session::validate(&session)?;
+        check_options(self)?;
+        session::check_system(&self.command)?;
+        let schedule = match (self.runs, self.interval) {
+            (2.., _) => Schedule::Runs(self.runs),
+            (_, Some(interval)) => Schedule::Every(interval),
+            _ => Schedule::Once,
+        };
+        Ok(RecordPlan {
+            session,
+            filters,
+            schedule,
+            duration: self.duration,
+            outputs: Outputs {
+                json: self.json.clone(),
+                flamegraph: self.flamegraph.clone(),
+                folded: self.folded.clone(),
+                pprof: self.pprof.clone(),
+                html: self.html.clone(),
+                weight: self.weight,
+                subtract_bias: self.subtract_bias,
+            },
+        })
+    }
 }
 
 /// The command's own rules: which options go together, and that every output can be
@@ -208,13 +276,13 @@ fn check_options(args: &RecordArgs) -> anyhow::Result<()> {
 
 /// Runs a recording; returns the process exit code (the workload's, when there is one).
 pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
-    let spec = args.session_spec()?;
-    let filter = validate(&args, &spec)?;
+    let plan = args.plan()?;
+    let spec = &plan.session;
     // Caught from before anything is attached to the report: a signal while attaching stops
     // it there, one later ends the run.
     let mut signals = Signals::new()?;
-    let mut run = Run::start(&spec, filter)?;
-    let follow = !args.command.is_empty();
+    let mut run = Run::start(spec, &plan.filters)?;
+    let follow = !spec.command.is_empty();
 
     let mut maps = MapsWatcher::default();
     let started = Instant::now();
@@ -224,11 +292,12 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
     let mut intervals = Vec::new();
     let mut exit_code = 0;
     let mut previous = Snapshot::default();
-    for part in 1..=args.runs {
-        if args.runs > 1 {
-            eprintln!("hotprof: run {part}/{}", args.runs);
+    let parts = plan.schedule.runs();
+    for part in 1..=parts {
+        if parts > 1 {
+            eprintln!("hotprof: run {part}/{parts}");
         }
-        let mut outcome = measure(&mut run, &args, &mut signals, &previous, &mut maps).await?;
+        let mut outcome = measure(&mut run, &plan, &mut signals, &previous, &mut maps).await?;
         exit_code = outcome.exit_code;
         intervals.append(&mut outcome.intervals);
         let now = run.snapshot()?;
@@ -265,8 +334,8 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
         recording.probe_overhead_ns = Some(overhead.per_call_ns);
         recording.probe_bias_ns = Some(overhead.in_window_ns);
     }
-    if let (Some(n), Some(slowest)) = (args.slowest, &slowest) {
-        let kernel = if args.wants_stacks() {
+    if let Some(slowest) = &slowest {
+        let kernel = if spec.stacks != StackCapture::None {
             crate::flame::KernelSymbolizer::from_system().ok()
         } else {
             None
@@ -286,7 +355,7 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
         layout.add_slowest(
             &mut recording,
             &slowest.calls,
-            n as usize,
+            spec.slowest as usize,
             started_monotonic_ns,
             stack,
         );
@@ -296,24 +365,25 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
     recording.intervals = intervals;
     if let Some(stacks) = &mut stacks {
         // The report and the JSON say how many calls were walked; the outputs weight them.
-        let every = args.stacks_every.unwrap_or(1);
+        let every = spec.stack_sample_every;
         let walked = collect::walked_calls(stacks, layout.probed.len());
         layout.add_stack_sampling(&mut recording, &walked, every);
         collect::weight_sampled(stacks, every);
     }
-    if args.interval.is_some() || args.runs > 1 {
+    let outputs = &plan.outputs;
+    if plan.schedule != Schedule::Once {
         println!(
             "--- total{}",
-            if args.runs > 1 {
+            if parts > 1 {
                 format!(" of {} runs", recording.runs.len())
             } else {
                 String::new()
             }
         );
     }
-    let shown = displayed(&recording, args.subtract_bias);
+    let shown = displayed(&recording, outputs.subtract_bias);
     print!("{}", report::render_recording(&shown));
-    if args.subtract_bias {
+    if outputs.subtract_bias {
         match recording.probe_bias_ns {
             Some(bias) => println!(
                 "durations above: minus the ~{} bias (--subtract-bias; --json keeps them raw)",
@@ -325,15 +395,19 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
         }
     }
     let flamegraph = match stacks {
-        Some(stacks) => write_stacks(&args, &recording, &stacks, &targets, &maps.saved)?,
+        Some(stacks) => {
+            let user = spec.stacks == StackCapture::KernelAndUser;
+            let saved = user.then_some(&maps.saved);
+            write_stacks(outputs, &recording, &stacks, &targets, saved)?
+        }
         None => None,
     };
-    if let Some(path) = &args.html {
+    if let Some(path) = &outputs.html {
         let page = crate::export::html::render_recording(&shown, flamegraph.as_deref());
         std::fs::write(path, page).with_context(|| format!("cannot write {}", path.display()))?;
         eprintln!("hotprof: wrote {}", path.display());
     }
-    if let Some(path) = &args.json {
+    if let Some(path) = &outputs.json {
         report::write_json(&recording, path)?;
         eprintln!("hotprof: wrote {}", path.display());
     }
@@ -365,18 +439,17 @@ fn displayed(recording: &Recording, subtract_bias: bool) -> std::borrow::Cow<'_,
 /// `--stacks` outputs: a top-stacks summary, `--folded`, `--pprof` and `--flamegraph`.
 /// Returns the flamegraph SVG (for `--html`), rendered whenever an output wants it.
 fn write_stacks(
-    args: &RecordArgs,
+    outputs: &Outputs,
     recording: &Recording,
     stacks: &[collect::CollectedStack],
     targets: &[crate::resolve::Target],
-    saved: &crate::flame::SavedMaps,
+    user: Option<&crate::flame::SavedMaps>,
 ) -> anyhow::Result<Option<Vec<u8>>> {
     use crate::flame::Weight;
     use crate::report::stacks as out;
-    let user = args.user_stacks.then_some(saved);
     let kernel =
         crate::flame::KernelSymbolizer::from_system().context("cannot symbolize kernel stacks")?;
-    let weight = match args.weight {
+    let weight = match outputs.weight {
         StackWeight::Latency => Weight::LatencyNs,
         StackWeight::Count => Weight::Count,
     };
@@ -389,11 +462,11 @@ fn write_stacks(
     }
     let folded = out::fold(&records, weight, &kernel, user);
     print!("{}", out::top_stacks(&folded, weight.count_name(), 5));
-    if let Some(path) = &args.folded {
+    if let Some(path) = &outputs.folded {
         out::write_folded(&folded, path)?;
         eprintln!("hotprof: wrote {}", path.display());
     }
-    if let Some(path) = &args.pprof {
+    if let Some(path) = &outputs.pprof {
         let by_latency = out::fold(&records, Weight::LatencyNs, &kernel, user);
         let by_count = out::fold(&records, Weight::Count, &kernel, user);
         let samples = crate::export::pprof::stack_samples(by_latency, &by_count);
@@ -403,7 +476,7 @@ fn write_stacks(
             .with_context(|| format!("cannot write {}", path.display()))?;
         eprintln!("hotprof: wrote {}", path.display());
     }
-    if args.flamegraph.is_none() && args.html.is_none() {
+    if outputs.flamegraph.is_none() && outputs.html.is_none() {
         return Ok(None);
     }
     let (title, mut subtitle) = report::flamegraph_titles(recording, weight);
@@ -412,7 +485,7 @@ fn write_stacks(
     }
     let svg =
         crate::flame::render_flamegraph(&folded, &title, Some(&subtitle), weight.count_name())?;
-    if let Some(path) = &args.flamegraph {
+    if let Some(path) = &outputs.flamegraph {
         std::fs::write(path, &svg).with_context(|| format!("cannot write {}", path.display()))?;
         eprintln!("hotprof: wrote {}", path.display());
     }
@@ -466,35 +539,38 @@ fn interval_record(
 /// signal, printing interval reports on the way.
 async fn measure(
     run: &mut Run,
-    args: &RecordArgs,
+    plan: &RecordPlan,
     signals: &mut Signals,
     since: &Snapshot,
     maps: &mut MapsWatcher,
 ) -> anyhow::Result<RunOutcome> {
-    let mut workload = run.follow(&args.command, &args.probe.filter.pids)?;
+    let spec = &plan.session;
+    let command = &spec.command;
+    let user_stacks = spec.stacks == StackCapture::KernelAndUser;
+    let interval = match plan.schedule {
+        Schedule::Every(interval) => Some(interval),
+        _ => None,
+    };
+    let mut workload = run.follow(command, &spec.probe.filter.pids)?;
     let started = Instant::now();
     workload.release()?;
     // User frames are named from the processes' mappings, saved while they live.
-    let mut maps_ticker = args
-        .user_stacks
-        .then(|| tokio::time::interval(MapsWatcher::PERIOD));
-    if let (true, Some(pid)) = (args.user_stacks, workload.pid()) {
+    let mut maps_ticker = user_stacks.then(|| tokio::time::interval(MapsWatcher::PERIOD));
+    if let (true, Some(pid)) = (user_stacks, workload.pid()) {
         maps.after_exec(pid).await;
     }
     eprintln!(
         "hotprof: {}{}",
         run.layout().attached(),
-        match (workload.is_some(), args.duration) {
-            (true, _) => format!(", running: {}", args.command.join(" ")),
+        match (workload.is_some(), plan.duration) {
+            (true, _) => format!(", running: {}", command.join(" ")),
             (false, Some(d)) => format!(", for {}", crate::units::format_ns(d.as_nanos() as f64)),
             (false, None) => ", Ctrl-C to stop".to_string(),
         }
     );
 
-    let deadline = args.duration.map(|d| tokio::time::Instant::now() + d);
-    let mut ticker = args
-        .interval
-        .map(|i| tokio::time::interval_at(tokio::time::Instant::now() + i, i));
+    let deadline = plan.duration.map(|d| tokio::time::Instant::now() + d);
+    let mut ticker = interval.map(|i| tokio::time::interval_at(tokio::time::Instant::now() + i, i));
     // Elapsed/remaining of --duration on a terminal; not while a workload runs, whose own
     // output would interleave with the redrawn line.
     let mut progress = Progress::stderr();
@@ -537,10 +613,10 @@ async fn measure(
                 let now = run.snapshot()?;
                 let elapsed = started.elapsed();
                 // Counted by the probes as they create entries: no walk of the map per report.
-                let stack_entries = args.wants_stacks().then(|| now.counter(profiler_common::Counter::StackEntries));
-                let recording = run.recording(&now.since(&previous), args.interval.unwrap_or_default());
+                let stack_entries = (spec.stacks != StackCapture::None).then(|| now.counter(profiler_common::Counter::StackEntries));
+                let recording = run.recording(&now.since(&previous), interval.unwrap_or_default());
                 println!("--- interval {interval_index} ({} elapsed)", crate::units::format_ns(elapsed.as_nanos() as f64));
-                print!("{}", report::render_recording(&displayed(&recording, args.subtract_bias)));
+                print!("{}", report::render_recording(&displayed(&recording, plan.outputs.subtract_bias)));
                 println!("{}", report::render_map_entries(now.task_entries, stack_entries));
                 let mut record = interval_record(
                     interval_index,
@@ -557,7 +633,7 @@ async fn measure(
                 previous_at = elapsed;
             }
             _ = async { progress_ticker.as_mut().unwrap().tick().await }, if progress_ticker.is_some() => {
-                progress.waiting(started.elapsed(), args.duration.unwrap_or_default());
+                progress.waiting(started.elapsed(), plan.duration.unwrap_or_default());
             }
         }
     }
@@ -679,9 +755,8 @@ mod tests {
             "--fn and --syscall cannot be combined in one run"
         );
         let runs = args(&["--fn", "vfs_read", "--runs", "3"]);
-        let spec = runs.session_spec().unwrap();
         assert_eq!(
-            error(validate(&runs, &spec)),
+            error(runs.plan()),
             "--runs needs a workload command after --"
         );
     }

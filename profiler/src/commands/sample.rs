@@ -182,7 +182,7 @@ pub async fn collect(args: &SampleArgs) -> anyhow::Result<Samples> {
         None => Filters::default(),
     };
     let mut signals = Signals::new()?;
-    let mut run = Run::start(&spec, filters)?;
+    let mut run = Run::start(&spec, &filters)?;
     let inside = run.targets().first().map(|t| (t.symbol.clone(), t.address));
 
     let mut workload = run.follow(&args.command, &pids)?;

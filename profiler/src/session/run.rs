@@ -69,7 +69,7 @@ pub struct SlowestCalls {
 impl Run {
     /// Resolves, loads and attaches what `spec` asks for (checked into `filters` before),
     /// the sampler too when it asks for one.
-    pub fn start(spec: &SessionSpec, filters: Filters) -> anyhow::Result<Run> {
+    pub fn start(spec: &SessionSpec, filters: &Filters) -> anyhow::Result<Run> {
         let attached = if let Targets::Nothing = spec.probe.targets {
             start::sampler_only(spec)?
         } else {

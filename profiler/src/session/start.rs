@@ -37,7 +37,7 @@ fn load(config: &ProbeConfig) -> anyhow::Result<attach::Loaded> {
 /// Resolves the targets, loads the programs with the spec's filters and attaches them; times
 /// the calibration's baseline first (unless asked not to calibrate), so that the overhead
 /// can be measured later ([`Attached::calibration`]).
-pub(super) fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
+pub(super) fn attach(spec: &SessionSpec, filter: &Filters) -> anyhow::Result<Attached> {
     // SIGINT/SIGTERM until the run's own handling takes over: noted, then reported at the
     // next attach step with what was done, everything attached so far detached.
     let _signals = attach::AttachSignals::catch();

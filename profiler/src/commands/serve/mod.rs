@@ -99,7 +99,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
     let listener = http::bind(args.listen).await?;
     let address = listener.local_addr().context("listening socket")?;
     let mut signals = Signals::new()?;
-    let mut run = Run::start(&spec, filter)?;
+    let mut run = Run::start(&spec, &filter)?;
     // While the probes run: the overhead is exported from the start.
     run.calibrate_now();
     let mut workload = run.follow(&args.command, &args.probe.filter.pids)?;
