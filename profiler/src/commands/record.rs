@@ -274,37 +274,67 @@ fn check_options(args: &RecordArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs a recording; returns the process exit code (the workload's, when there is one).
+/// Runs a recording: plan → start → schedule → finish → outputs. Returns the process exit
+/// code (the workload's, when there is one).
 pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
     let plan = args.plan()?;
-    let spec = &plan.session;
     // Caught from before anything is attached to the report: a signal while attaching stops
     // it there, one later ends the run.
     let mut signals = Signals::new()?;
-    let mut run = Run::start(spec, &plan.filters)?;
-    let follow = !spec.command.is_empty();
+    let mut run = Run::start(&plan.session, &plan.filters)?;
+    let mut measured = schedule(&mut run, &plan, &mut signals).await?;
+    // Detaches every probe before printing, and before calibrating: the run's probes must
+    // not be in the calibration's figures, nor calibration delay the workload's start.
+    let finished = run.finish()?;
+    let exit_code = measured.exit_code;
+    let maps = std::mem::take(&mut measured.maps.saved);
+    let (recording, stacks, targets) = assemble(&plan, finished, measured);
+    outputs(&plan, &recording, stacks, &targets, &maps)?;
+    Ok(exit_code)
+}
 
-    let mut maps = MapsWatcher::default();
-    let started = Instant::now();
-    // The probes' clock (CLOCK_MONOTONIC), to place the slowest calls in the run.
-    let started_monotonic_ns = clock::monotonic_ns();
-    let mut runs = Vec::new();
-    let mut intervals = Vec::new();
-    let mut exit_code = 0;
+/// What the schedule measured, besides what the maps hold.
+struct Measured {
+    exit_code: i32,
+    /// When measuring started, and the same on the probes' clock (CLOCK_MONOTONIC), to place
+    /// the slowest calls in the run.
+    started: Instant,
+    started_monotonic_ns: u64,
+    runs: Vec<RunRecord>,
+    intervals: Vec<IntervalRecord>,
+    maps: MapsWatcher,
+}
+
+/// The plan's schedule: one measurement, `--runs N` of them, or one with interval reports;
+/// stopped early by a signal.
+async fn schedule(
+    run: &mut Run,
+    plan: &RecordPlan,
+    signals: &mut Signals,
+) -> anyhow::Result<Measured> {
+    let follow = !plan.session.command.is_empty();
+    let mut measured = Measured {
+        exit_code: 0,
+        started: Instant::now(),
+        started_monotonic_ns: clock::monotonic_ns(),
+        runs: Vec::new(),
+        intervals: Vec::new(),
+        maps: MapsWatcher::default(),
+    };
     let mut previous = Snapshot::default();
     let parts = plan.schedule.runs();
     for part in 1..=parts {
         if parts > 1 {
             eprintln!("hotprof: run {part}/{parts}");
         }
-        let mut outcome = measure(&mut run, &plan, &mut signals, &previous, &mut maps).await?;
-        exit_code = outcome.exit_code;
-        intervals.append(&mut outcome.intervals);
+        let mut outcome = measure(run, plan, signals, &previous, &mut measured.maps).await?;
+        measured.exit_code = outcome.exit_code;
+        measured.intervals.append(&mut outcome.intervals);
         let now = run.snapshot()?;
         if follow {
             let delta = now.since(&previous);
             let single = run.recording(&delta, outcome.elapsed);
-            runs.push(RunRecord {
+            measured.runs.push(RunRecord {
                 duration_ns: outcome.elapsed.as_nanos() as u64,
                 exit_code: outcome.exit_code,
                 workload_metrics: outcome.workload_metrics,
@@ -316,8 +346,22 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
             break;
         }
     }
-    // Detaches every probe before printing, and before calibrating: the run's probes must
-    // not be in the calibration's figures, nor calibration delay the workload's start.
+    Ok(measured)
+}
+
+/// The whole recording of a finished run: its totals, the overhead, the slowest calls, the
+/// runs and intervals, how its stacks were sampled; the stacks (weighted) and the slots'
+/// targets for the outputs.
+fn assemble(
+    plan: &RecordPlan,
+    finished: Finished,
+    measured: Measured,
+) -> (
+    Recording,
+    Option<Vec<collect::CollectedStack>>,
+    Vec<crate::resolve::Target>,
+) {
+    let spec = &plan.session;
     let Finished {
         layout,
         targets,
@@ -328,8 +372,8 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
         mut stacks,
         slowest,
         ..
-    } = run.finish()?;
-    let mut recording = layout.recording(&last, detached.duration_since(started));
+    } = finished;
+    let mut recording = layout.recording(&last, detached.duration_since(measured.started));
     if let Some(overhead) = overhead {
         recording.probe_overhead_ns = Some(overhead.per_call_ns);
         recording.probe_bias_ns = Some(overhead.in_window_ns);
@@ -356,13 +400,13 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
             &mut recording,
             &slowest.calls,
             spec.slowest as usize,
-            started_monotonic_ns,
+            measured.started_monotonic_ns,
             stack,
         );
     }
     recording.losses.kernel_missed = kernel_missed;
-    recording.runs = runs;
-    recording.intervals = intervals;
+    recording.runs = measured.runs;
+    recording.intervals = measured.intervals;
     if let Some(stacks) = &mut stacks {
         // The report and the JSON say how many calls were walked; the outputs weight them.
         let every = spec.stack_sample_every;
@@ -370,18 +414,29 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
         layout.add_stack_sampling(&mut recording, &walked, every);
         collect::weight_sampled(stacks, every);
     }
+    (recording, stacks, targets)
+}
+
+/// The text report, then the files the plan asks for.
+fn outputs(
+    plan: &RecordPlan,
+    recording: &Recording,
+    stacks: Option<Vec<collect::CollectedStack>>,
+    targets: &[crate::resolve::Target],
+    maps: &crate::flame::SavedMaps,
+) -> anyhow::Result<()> {
     let outputs = &plan.outputs;
     if plan.schedule != Schedule::Once {
         println!(
             "--- total{}",
-            if parts > 1 {
+            if plan.schedule.runs() > 1 {
                 format!(" of {} runs", recording.runs.len())
             } else {
                 String::new()
             }
         );
     }
-    let shown = displayed(&recording, outputs.subtract_bias);
+    let shown = displayed(recording, outputs.subtract_bias);
     print!("{}", report::render_recording(&shown));
     if outputs.subtract_bias {
         match recording.probe_bias_ns {
@@ -396,9 +451,8 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
     }
     let flamegraph = match stacks {
         Some(stacks) => {
-            let user = spec.stacks == StackCapture::KernelAndUser;
-            let saved = user.then_some(&maps.saved);
-            write_stacks(outputs, &recording, &stacks, &targets, saved)?
+            let user = plan.session.stacks == StackCapture::KernelAndUser;
+            write_stacks(outputs, recording, &stacks, targets, user.then_some(maps))?
         }
         None => None,
     };
@@ -408,10 +462,10 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
         eprintln!("hotprof: wrote {}", path.display());
     }
     if let Some(path) = &outputs.json {
-        report::write_json(&recording, path)?;
+        report::write_json(recording, path)?;
         eprintln!("hotprof: wrote {}", path.display());
     }
-    Ok(exit_code)
+    Ok(())
 }
 
 /// What the text and HTML reports show: with `--subtract-bias`, the durations without the
