@@ -9,7 +9,7 @@ use anyhow::{Context as _, bail};
 use clap::Args;
 use profiler_common::StackCapture;
 
-use super::args::{DEFAULT_STACK_MAP_SIZE, ProbeArgs};
+use super::args::{DEFAULT_STACK_MAP_SIZE, ProbeArgs, worded};
 use crate::collect::{self, Snapshot};
 use crate::model::{IntervalFunction, IntervalRecord, Recording, RunRecord};
 use crate::progress::Progress;
@@ -225,7 +225,7 @@ impl RecordArgs {
     /// loaded, so a typo costs nothing: the session first, then the command's own options.
     pub fn plan(&self) -> anyhow::Result<RecordPlan> {
         let session = self.session_spec()?;
-        let filters = session::validate(&session)?;
+        let filters = session::validate(&session).map_err(worded)?;
         check_options(self)?;
         session::check_system(&self.command)?;
         let schedule = match (self.runs, self.interval) {
@@ -281,7 +281,7 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
     // Caught from before anything is attached to the report: a signal while attaching stops
     // it there, one later ends the run.
     let mut signals = Signals::new()?;
-    let mut run = Run::start(&plan.session, &plan.filters)?;
+    let mut run = Run::start(&plan.session, &plan.filters).map_err(worded)?;
     let mut measured = schedule(&mut run, &plan, &mut signals).await?;
     // Detaches every probe before printing, and before calibrating: the run's probes must
     // not be in the calibration's figures, nor calibration delay the workload's start.

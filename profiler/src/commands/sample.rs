@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 
-use super::args::DEFAULT_STACK_MAP_SIZE;
+use super::args::{DEFAULT_STACK_MAP_SIZE, worded};
 use crate::collect::CollectedStack;
 use crate::session::{
     self, FilterSpec, Filters, MapsWatcher, ProbeSpec, Run, SessionSpec, Signals, Targets,
@@ -143,9 +143,9 @@ pub async fn run(args: &SampleArgs) -> anyhow::Result<i32> {
 /// Runs the sampling session and returns the raw samples (symbolized by the caller).
 pub async fn collect(args: &SampleArgs) -> anyhow::Result<Samples> {
     let pids: Vec<u32> = args.pid.into_iter().collect();
-    session::check_processes(&pids, &args.command)?;
+    session::check_processes(&pids, &args.command).map_err(worded)?;
     if let Some(pid) = args.pid {
-        session::check_pid(pid)?;
+        session::check_pid(pid).map_err(worded)?;
     }
     session::check_system(&args.command)?;
     let follow = !args.command.is_empty();
@@ -178,11 +178,11 @@ pub async fn collect(args: &SampleArgs) -> anyhow::Result<Samples> {
         ..SessionSpec::default()
     };
     let filters = match args.inside {
-        Some(_) => session::validate(&spec)?,
+        Some(_) => session::validate(&spec).map_err(worded)?,
         None => Filters::default(),
     };
     let mut signals = Signals::new()?;
-    let mut run = Run::start(&spec, &filters)?;
+    let mut run = Run::start(&spec, &filters).map_err(worded)?;
     let inside = run.targets().first().map(|t| (t.symbol.clone(), t.address));
 
     let mut workload = run.follow(&args.command, &pids)?;

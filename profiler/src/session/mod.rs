@@ -13,6 +13,7 @@
 //! data ([`Layout`], no handle on the kernel); `run.rs` ([`Run`]) uses them all.
 
 mod assemble;
+mod error;
 mod keys;
 mod run;
 mod spec;
@@ -21,6 +22,7 @@ mod validate;
 mod workload;
 
 pub use assemble::Layout;
+pub use error::SpecError;
 pub use keys::KeyNames;
 pub use run::{Finished, Run};
 pub use spec::{FilterSpec, Filters, ProbeSpec, Probed, SessionSpec, Targets};

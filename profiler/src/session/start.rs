@@ -4,6 +4,7 @@
 use anyhow::{Context as _, bail};
 use profiler_common::{KPROBE_SLOTS, StackCapture};
 
+use super::error::SpecError;
 use super::keys::KeyNames;
 use super::spec::{Filters, ProbeSpec, Probed, SessionSpec, Targets};
 use crate::attach::{self, AttachedMode, LinkKind, Mode, ProbeConfig, TracepointOffsets};
@@ -55,11 +56,8 @@ pub(super) fn attach(spec: &SessionSpec, filter: &Filters) -> anyhow::Result<Att
         let mut children = std::collections::BTreeSet::new();
         if !probe.children.is_empty() {
             if requested.len() != 1 {
-                bail!(
-                    "--children times functions inside one parent: give one --fn (it matched {} \
-                     functions)",
-                    requested.len()
-                );
+                let matched = requested.len();
+                return Err(SpecError::ChildrenNeedOneParent { matched }.into());
             }
             for (name, target) in resolve_functions(functions, &probe.children)? {
                 if requested
@@ -71,7 +69,7 @@ pub(super) fn attach(spec: &SessionSpec, filter: &Filters) -> anyhow::Result<Att
                 }
             }
             if children.is_empty() {
-                bail!("--children matched only the parent itself");
+                return Err(SpecError::ChildrenOnlyParent.into());
             }
         }
         let (at_sites, at_entry): (Vec<_>, Vec<_>) =
@@ -86,10 +84,7 @@ pub(super) fn attach(spec: &SessionSpec, filter: &Filters) -> anyhow::Result<Att
                 placement == attach::Placement::CallSites
             });
         if probe.callers.is_some() && at_sites.is_empty() {
-            bail!(
-                "--callers applies to functions timed at their call sites (--mode callsite, or \
-                 a notrace function in auto mode)"
-            );
+            return Err(SpecError::CallersWithoutSites.into());
         }
         let mut probed = Vec::new();
         for (name, target) in at_entry {
@@ -135,7 +130,7 @@ pub(super) fn attach(spec: &SessionSpec, filter: &Filters) -> anyhow::Result<Att
         probed
     } else {
         if tracefs.is_none() {
-            bail!("--syscall needs tracefs (mount -t tracefs tracefs /sys/kernel/tracing)");
+            return Err(SpecError::SyscallsNeedTracefs.into());
         }
         probe
             .targets
@@ -351,21 +346,12 @@ fn check_function_count(matched: usize, probe: &ProbeSpec) -> anyhow::Result<()>
     if matched <= probe.max_functions {
         return Ok(());
     }
-    let what = probe
-        .targets
-        .functions()
-        .iter()
-        .map(|f| format!("'{f}'"))
-        .collect::<Vec<_>>()
-        .join(" ");
-    bail!(
-        "--fn {what} matches {matched} functions, more than --max-functions {} allows: each \
-         gets its own in-kernel histograms and probes (in a 6.12 test guest 1000 functions took \
-         14 s to start through the kprobe.multi link, 11 s of it creating the histograms; \
-         through a perf kprobe each, as before Linux 5.18, 31 s to attach and 83 s to detach); \
-         narrow the glob or pass --max-functions {matched}",
-        probe.max_functions
-    )
+    Err(SpecError::TooManyFunctions {
+        patterns: probe.targets.functions().to_vec(),
+        matched,
+        max: probe.max_functions,
+    }
+    .into())
 }
 
 /// The `CHILD_SLOTS` bitmap of `--children`; the probes check it for the first 64 slots.
@@ -373,9 +359,7 @@ fn child_slots(probed: &[Probed]) -> anyhow::Result<u64> {
     let mut bits = 0u64;
     for (slot, _) in probed.iter().enumerate().filter(|(_, p)| p.child) {
         if slot >= 64 {
-            bail!(
-                "--children: at most 63 child functions and call sites per run (narrow the glob)"
-            );
+            return Err(SpecError::TooManyChildren.into());
         }
         bits |= 1 << slot;
     }
@@ -422,12 +406,15 @@ fn covered_sites(
     if sites.covered.is_empty() {
         let all = code.call_sites(target.address, None);
         match &probe.callers {
-            Some(glob) if !all.covered.is_empty() => bail!(
-                "--callers '{glob}' matches no caller of {function} (it has {} call sites in {} \
-                 callers; `hotprof list {function}` counts them)",
-                all.covered.len(),
-                all.callers()
-            ),
+            Some(glob) if !all.covered.is_empty() => {
+                return Err(SpecError::NoMatchingCaller {
+                    glob: glob.clone(),
+                    function: function.clone(),
+                    sites: all.covered.len(),
+                    callers: all.callers(),
+                }
+                .into());
+            }
             _ if all.covered.is_empty() && all.skipped.is_empty() => bail!(
                 "{function} has no direct callers in the kernel's code: nothing to time at call \
                  sites (it is called through function pointers only, or not at all)"
@@ -463,12 +450,15 @@ mod tests {
             ..ProbeSpec::default()
         };
         assert!(check_function_count(3, &probe).is_ok());
-        let refused = check_function_count(40, &probe).unwrap_err().to_string();
+        let refused = check_function_count(40, &probe).unwrap_err().downcast();
         assert!(
-            refused.starts_with("--fn 'vfs_*' matches 40 functions, more than --max-functions 3"),
-            "{refused}"
+            matches!(
+                &refused,
+                Ok(SpecError::TooManyFunctions { patterns, matched: 40, max: 3 })
+                    if patterns == &["vfs_*"]
+            ),
+            "{refused:?}"
         );
-        assert!(refused.ends_with("pass --max-functions 40"), "{refused}");
         probe.max_functions = 40;
         assert!(check_function_count(40, &probe).is_ok());
     }

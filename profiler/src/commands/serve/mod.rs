@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 
-use super::args::{DEFAULT_STACK_MAP_SIZE, ProbeArgs};
+use super::args::{DEFAULT_STACK_MAP_SIZE, ProbeArgs, worded};
 use crate::model::Recording;
 use crate::session::{self, Run, SessionSpec, Signals};
 
@@ -94,12 +94,12 @@ impl Live {
 /// is one, else 0).
 pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
     let spec = args.session_spec()?;
-    let filter = session::validate(&spec)?;
+    let filter = session::validate(&spec).map_err(worded)?;
     session::check_system(&args.command)?;
     let listener = http::bind(args.listen).await?;
     let address = listener.local_addr().context("listening socket")?;
     let mut signals = Signals::new()?;
-    let mut run = Run::start(&spec, &filter)?;
+    let mut run = Run::start(&spec, &filter).map_err(worded)?;
     // While the probes run: the overhead is exported from the start.
     run.calibrate_now();
     let mut workload = run.follow(&args.command, &args.probe.filter.pids)?;
