@@ -59,7 +59,7 @@ impl AttachSignals {
     }
 
     /// The signal noted since the last check, if any; it counts as reported. The run's loop
-    /// asks this ([`crate::session::Signals`] is a guard held for the whole run).
+    /// asks this, holding an [`AttachSignals`] for the whole run.
     pub fn take() -> Option<libc::c_int> {
         match RECEIVED.swap(0, Ordering::SeqCst) {
             0 => None,

@@ -6,11 +6,16 @@
 //! domain structs; the command layer turns its arguments into them and checks them first
 //! ([`validate`]).
 //!
-//! One file per job, imports pointing one way: `spec.rs` (the domain structs) and `keys.rs`
-//! (how `--by` keys read) at the bottom; `validate.rs` checks a spec against the system;
-//! `start.rs` resolves, loads and attaches; `workload.rs` spawns, follows and reaps the
-//! workload and holds the signals; `assemble.rs` turns a snapshot into a recording from plain
-//! data ([`Layout`], no handle on the kernel); `run.rs` ([`Run`]) uses them all.
+//! Errors name no option ([`SpecError`]): the command layer words them as the user spells
+//! its options. The signals that end a run ([`Signals`]) are the attach steps' own catching,
+//! held from before [`Run::start`] to the report.
+//!
+//! One file per job, imports pointing one way: `spec.rs` (the domain structs: [`Targets`],
+//! [`ProbeSpec`], [`SessionSpec`], [`Probed`]), `error.rs` and `keys.rs` (how `--by` keys read)
+//! at the bottom; `validate.rs` checks a spec against the system; `start.rs` resolves, loads
+//! and attaches; `workload.rs` spawns, follows and reaps the workload and holds the signals;
+//! `assemble.rs` turns a snapshot into a recording from plain data ([`Layout`], no handle on
+//! the kernel); `run.rs` ([`Run`]) uses them all.
 
 mod assemble;
 mod error;
