@@ -171,13 +171,15 @@ impl Run {
             (snapshot, None)
         };
         let kernel_missed = self.kernel_missed();
-        let stacks = match self.stacks && self.sampled_cpus == 0 {
-            true => Some(collect::stacks(&self.ebpf)?),
-            false => None,
+        let stacks = if self.stacks && self.sampled_cpus == 0 {
+            Some(collect::stacks(&self.ebpf)?)
+        } else {
+            None
         };
-        let slowest = match self.slowest {
-            true => Some(self.slowest_calls()?),
-            false => None,
+        let slowest = if self.slowest {
+            Some(self.slowest_calls()?)
+        } else {
+            None
         };
         let Run {
             ebpf,
