@@ -353,6 +353,8 @@ pub fn measure(
             )
             .map_err(CalibrationError::Attach)?;
         }
+        // Nothing timed, nothing to calibrate (`hotprof sample` never asks).
+        AttachedMode::Sampling => return Err(CalibrationError::NoTarget),
         AttachedMode::Syscall | AttachedMode::RawSyscall => {
             let tracefs = crate::resolve::tracefs_root().ok_or(CalibrationError::NoTracefs)?;
             attach::attach_syscalls_in(

@@ -1,9 +1,11 @@
-//! SIGINT and SIGTERM while probes are being attached. Attaching thousands of perf kprobes
-//! takes minutes (and hotprof's start-up seconds under emulation); a signal then used to end
-//! hotprof without a word. While an [`AttachSignals`] lives, a signal is only noted, and the
-//! attach loops stop at their next step with [`AttachError::Interrupted`], which says how far
-//! they got; whatever was attached is detached as the error returns (its links are dropped on
-//! the way), before it is printed.
+//! SIGINT and SIGTERM while probes are attached: hotprof's one way of catching signals.
+//! Attaching thousands of perf kprobes takes minutes (and hotprof's start-up seconds under
+//! emulation); a signal then used to end hotprof without a word. While an [`AttachSignals`]
+//! lives, a signal is only noted, and the attach loops stop at their next step with
+//! [`AttachError::Interrupted`], which says how far they got; whatever was attached is
+//! detached as the error returns (its links are dropped on the way), before it is printed.
+//! Once attached, the run's loop takes the noted signal ([`AttachSignals::take`]) and ends the
+//! run, detaching everything before it reports.
 
 use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 
@@ -54,6 +56,15 @@ impl AttachSignals {
     /// signal came.
     pub fn check(what: &str, done: usize, total: usize) -> Result<(), AttachError> {
         Self::check_at(|| format!("{done} of {total} {what}"))
+    }
+
+    /// The signal noted since the last check, if any; it counts as reported. The run's loop
+    /// asks this, holding an [`AttachSignals`] for the whole run.
+    pub fn take() -> Option<libc::c_int> {
+        match RECEIVED.swap(0, Ordering::SeqCst) {
+            0 => None,
+            signal => Some(signal),
+        }
     }
 
     /// At a stage of the run (`progress` words it: "reading the kernel's symbols"): the
@@ -115,6 +126,10 @@ mod tests {
         );
         // Reported once.
         assert!(AttachSignals::check_at(|| "later".into()).is_ok());
+        // Once attached, the run's loop takes it, once.
+        assert!(signal::raise(libc::SIGINT));
+        assert_eq!(AttachSignals::take(), Some(libc::SIGINT));
+        assert_eq!(AttachSignals::take(), None);
         drop(nested);
         drop(caught);
         let _caught = AttachSignals::catch();

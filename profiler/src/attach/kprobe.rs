@@ -15,6 +15,7 @@ use profiler_common::{KPROBE_SLOTS, names};
 use super::error::{AttachError, Reason, kprobe_refusal, one_line};
 use super::interrupt::AttachSignals;
 use super::links::KprobeLinks;
+use super::modes::LinkKind;
 use super::multi::{self, KprobeAttach};
 use super::program::{kprobes_available, load_kprobe, program, refuses_helper, take};
 use super::session_link;
@@ -24,10 +25,8 @@ use crate::resolve::Target;
 /// What [`attach_kprobes`] attached.
 pub(super) struct AttachedKprobes {
     pub(super) links: KprobeLinks,
-    /// Per target: through the kprobe.multi (or kprobe.session) link.
-    pub(super) multi_linked: Vec<bool>,
-    /// Through one kprobe.session link, all of them.
-    pub(super) session: bool,
+    /// Per target: a perf kprobe, or through the kprobe.multi (or kprobe.session) link.
+    pub(super) kinds: Vec<LinkKind>,
     pub(super) notes: Vec<String>,
 }
 
@@ -49,7 +48,7 @@ pub(super) fn attach_kprobes(
         });
     }
     let mut notes = Vec::new();
-    let mut multi_linked = vec![false; targets.len()];
+    let mut kinds = vec![LinkKind::Perf; targets.len()];
     let mut links = KprobeLinks::default();
     let (linkable, untraceable) = match how {
         KprobeAttach::Session | KprobeAttach::Multi => multi::split_for_multi(targets),
@@ -63,8 +62,7 @@ pub(super) fn attach_kprobes(
                 AttachSignals::check("functions (one kprobe.session link)", 1, 1)?;
                 return Ok(AttachedKprobes {
                     links,
-                    multi_linked: vec![true; targets.len()],
-                    session: true,
+                    kinds: vec![LinkKind::Session; targets.len()],
                     notes,
                 });
             }
@@ -87,7 +85,7 @@ pub(super) fn attach_kprobes(
                     targets.len(),
                 )?;
                 for &id in &linkable {
-                    multi_linked[id] = true;
+                    kinds[id] = LinkKind::Multi;
                 }
                 if !single.is_empty() {
                     notes.push(multi::single_note(single.len(), None));
@@ -104,8 +102,7 @@ pub(super) fn attach_kprobes(
     }
     Ok(AttachedKprobes {
         links,
-        multi_linked,
-        session: false,
+        kinds,
         notes,
     })
 }

@@ -8,7 +8,7 @@ use super::fentry::{attach_fentry, detach_fentry};
 use super::interrupt::AttachSignals;
 use super::kprobe::{AttachedKprobes, attach_kprobes};
 use super::links::KprobeLinks;
-use super::modes::{AttachedMode, Mode};
+use super::modes::{AttachedMode, LinkKind, Mode};
 use super::multi::KprobeAttach;
 use super::program::kprobes_available;
 use crate::progress::Progress;
@@ -20,11 +20,8 @@ pub struct AttachedFunctions {
     pub mode: AttachedMode,
     pub notes: Vec<String>,
     pub links: KprobeLinks,
-    /// Per target: attached through the kprobe.multi (or kprobe.session) link (kprobe mode;
-    /// else all false).
-    pub multi_linked: Vec<bool>,
-    /// Attached through one kprobe.session link.
-    pub session: bool,
+    /// Per target: how it was attached.
+    pub kinds: Vec<LinkKind>,
 }
 
 /// Attaches the function probes, kprobe mode through a kprobe.multi link where the kernel
@@ -54,8 +51,7 @@ pub fn attach_functions_with(
         mode: AttachedMode::Fentry,
         notes,
         links: KprobeLinks::default(),
-        multi_linked: vec![false; targets.len()],
-        session: false,
+        kinds: vec![LinkKind::Fentry; targets.len()],
     };
     let kprobe = |mut notes: Vec<String>, attached: AttachedKprobes| {
         notes.extend(attached.notes);
@@ -63,8 +59,7 @@ pub fn attach_functions_with(
             mode: AttachedMode::Kprobe,
             notes,
             links: attached.links,
-            multi_linked: attached.multi_linked,
-            session: attached.session,
+            kinds: attached.kinds,
         }
     };
     match mode {

@@ -16,6 +16,22 @@ pub enum Mode {
     Callsite,
 }
 
+/// How one function, call site or syscall is attached: each slot's own mechanism (in kprobe
+/// mode, perf kprobes and one kprobe.multi link may share a run).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkKind {
+    /// An fentry/fexit pair.
+    Fentry,
+    /// A perf kprobe and kretprobe (a function's entry), or a call site's pair of kprobes.
+    Perf,
+    /// kprobe mode's kprobe.multi link (an fprobe, not a perf kprobe).
+    Multi,
+    /// kprobe mode's kprobe.session link (an fprobe; no frames).
+    Session,
+    /// A syscall's tracepoints (perf or raw: [`AttachedMode`] says which).
+    Tracepoint,
+}
+
 /// The mechanism actually in use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AttachedMode {
@@ -27,6 +43,8 @@ pub enum AttachedMode {
     RawSyscall,
     /// Every function at its call sites.
     Callsite,
+    /// No function or syscall timed: `hotprof sample`'s perf-event sampler alone.
+    Sampling,
 }
 
 impl AttachedMode {
@@ -37,6 +55,7 @@ impl AttachedMode {
             Self::Syscall => "syscall",
             Self::RawSyscall => "raw_syscall",
             Self::Callsite => "callsite",
+            Self::Sampling => "sampling",
         }
     }
 }

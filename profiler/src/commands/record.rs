@@ -9,15 +9,12 @@ use anyhow::{Context as _, bail};
 use clap::Args;
 use profiler_common::StackCapture;
 
-use super::args::{DEFAULT_STACK_MAP_SIZE, ProbeArgs};
-use crate::attach;
+use super::args::{DEFAULT_STACK_MAP_SIZE, ProbeArgs, worded};
 use crate::collect::{self, Snapshot};
 use crate::model::{IntervalFunction, IntervalRecord, Recording, RunRecord};
 use crate::progress::Progress;
 use crate::report;
-use crate::session::{
-    self, Attached, Filters, Followed, MapsWatcher, Session, SessionSpec, Signals,
-};
+use crate::session::{self, Filters, Finished, MapsWatcher, Run, SessionSpec, Signals};
 use crate::sys::clock;
 use crate::units::parse_positive_duration;
 
@@ -162,6 +159,7 @@ impl RecordArgs {
             command: self.command.clone(),
             slowest: self.slowest.unwrap_or(0),
             sample_inside: false,
+            sample_frequency: None,
         })
     }
 
@@ -176,13 +174,81 @@ impl RecordArgs {
     }
 }
 
-/// Checks the arguments and the system before anything is loaded, so a typo costs nothing;
-/// returns the filters as the probes compare them.
-fn validate(args: &RecordArgs, spec: &SessionSpec) -> anyhow::Result<Filters> {
-    let filter = session::validate(spec)?;
-    check_options(args)?;
-    session::check_system(&args.command)?;
-    Ok(filter)
+/// A recording as the arguments ask for it, converted once and checked: nothing after
+/// [`RecordArgs::plan`] reads an argument.
+pub struct RecordPlan {
+    pub session: SessionSpec,
+    /// The filters as the probes compare them.
+    pub filters: Filters,
+    pub schedule: Schedule,
+    /// `--duration`: how long each measurement lasts at most (else until the workload exits
+    /// or a signal).
+    pub duration: Option<Duration>,
+    pub outputs: Outputs,
+}
+
+/// How the measurements and their reports follow each other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Schedule {
+    /// One measurement, one report.
+    Once,
+    /// `--runs N` (N > 1): the workload N times, each run's figures kept, then the total.
+    Runs(u32),
+    /// `--interval`: a report every interval (each starting afresh), then the total.
+    Every(Duration),
+}
+
+impl Schedule {
+    /// How many times the workload is run.
+    fn runs(self) -> u32 {
+        match self {
+            Self::Runs(n) => n,
+            _ => 1,
+        }
+    }
+}
+
+/// What is written besides the text report, and how the reports show durations.
+pub struct Outputs {
+    pub json: Option<PathBuf>,
+    pub flamegraph: Option<PathBuf>,
+    pub folded: Option<PathBuf>,
+    pub pprof: Option<PathBuf>,
+    pub html: Option<PathBuf>,
+    pub weight: StackWeight,
+    /// `--subtract-bias`: the text and HTML reports without the calibrated bias.
+    pub subtract_bias: bool,
+}
+
+impl RecordArgs {
+    /// Converts the arguments into the plan, checking them and the system before anything is
+    /// loaded, so a typo costs nothing: the session first, then the command's own options.
+    pub fn plan(&self) -> anyhow::Result<RecordPlan> {
+        let session = self.session_spec()?;
+        let filters = session::validate(&session).map_err(worded)?;
+        check_options(self)?;
+        session::check_system(&self.command)?;
+        let schedule = match (self.runs, self.interval) {
+            (2.., _) => Schedule::Runs(self.runs),
+            (_, Some(interval)) => Schedule::Every(interval),
+            _ => Schedule::Once,
+        };
+        Ok(RecordPlan {
+            session,
+            filters,
+            schedule,
+            duration: self.duration,
+            outputs: Outputs {
+                json: self.json.clone(),
+                flamegraph: self.flamegraph.clone(),
+                folded: self.folded.clone(),
+                pprof: self.pprof.clone(),
+                html: self.html.clone(),
+                weight: self.weight,
+                subtract_bias: self.subtract_bias,
+            },
+        })
+    }
 }
 
 /// The command's own rules: which options go together, and that every output can be
@@ -208,62 +274,67 @@ fn check_options(args: &RecordArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs a recording; returns the process exit code (the workload's, when there is one).
+/// Runs a recording: plan → start → schedule → finish → outputs. Returns the process exit
+/// code (the workload's, when there is one).
 pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
-    let spec = args.session_spec()?;
-    let filter = validate(&args, &spec)?;
-    let Attached {
-        mut ebpf,
-        links,
-        probed,
-        targets,
-        mode,
-        task_store,
-        calibration,
-        keys,
-    } = session::attach(&spec, filter)?;
-    let follow = !args.command.is_empty();
-
-    let session = Session {
-        probed: &probed,
-        mode,
-        task_store,
-        // Measured once the probes are detached (below): not known to the interval reports.
-        overhead: None,
-        off_cpu: args.off_cpu,
-        command: &args.command,
-        keys: &keys,
-        condition: args.probe.condition.as_ref(),
-    };
+    let plan = args.plan()?;
+    // Caught from before anything is attached to the report: a signal while attaching stops
+    // it there, one later ends the run.
     let mut signals = Signals::new()?;
-    let mut maps = MapsWatcher::default();
-    let started = Instant::now();
-    // The probes' clock (CLOCK_MONOTONIC), to place the slowest calls in the run.
-    let started_monotonic_ns = clock::monotonic_ns();
-    let mut runs = Vec::new();
-    let mut intervals = Vec::new();
-    let mut exit_code = 0;
+    let mut run = Run::start(&plan.session, &plan.filters).map_err(worded)?;
+    let mut measured = schedule(&mut run, &plan, &mut signals).await?;
+    // Detaches every probe before printing, and before calibrating: the run's probes must
+    // not be in the calibration's figures, nor calibration delay the workload's start.
+    let finished = run.finish()?;
+    let exit_code = measured.exit_code;
+    let maps = std::mem::take(&mut measured.maps.saved);
+    let (recording, stacks, targets) = assemble(&plan, finished, measured);
+    outputs(&plan, &recording, stacks, &targets, &maps)?;
+    Ok(exit_code)
+}
+
+/// What the schedule measured, besides what the maps hold.
+struct Measured {
+    exit_code: i32,
+    /// When measuring started, and the same on the probes' clock (CLOCK_MONOTONIC), to place
+    /// the slowest calls in the run.
+    started: Instant,
+    started_monotonic_ns: u64,
+    runs: Vec<RunRecord>,
+    intervals: Vec<IntervalRecord>,
+    maps: MapsWatcher,
+}
+
+/// The plan's schedule: one measurement, `--runs N` of them, or one with interval reports;
+/// stopped early by a signal.
+async fn schedule(
+    run: &mut Run,
+    plan: &RecordPlan,
+    signals: &mut Signals,
+) -> anyhow::Result<Measured> {
+    let follow = !plan.session.command.is_empty();
+    let mut measured = Measured {
+        exit_code: 0,
+        started: Instant::now(),
+        started_monotonic_ns: clock::monotonic_ns(),
+        runs: Vec::new(),
+        intervals: Vec::new(),
+        maps: MapsWatcher::default(),
+    };
     let mut previous = Snapshot::default();
-    for run in 1..=args.runs {
-        if args.runs > 1 {
-            eprintln!("hotprof: run {run}/{}", args.runs);
+    let parts = plan.schedule.runs();
+    for part in 1..=parts {
+        if parts > 1 {
+            eprintln!("hotprof: run {part}/{parts}");
         }
-        let mut outcome = measure(
-            &mut ebpf,
-            &args,
-            &session,
-            &mut signals,
-            &previous,
-            &mut maps,
-        )
-        .await?;
-        exit_code = outcome.exit_code;
-        intervals.append(&mut outcome.intervals);
-        let now = collect::snapshot(&ebpf, probed.len())?;
+        let mut outcome = measure(run, plan, signals, &previous, &mut measured.maps).await?;
+        measured.exit_code = outcome.exit_code;
+        measured.intervals.append(&mut outcome.intervals);
+        let now = run.snapshot()?;
         if follow {
             let delta = now.since(&previous);
-            let single = session.recording(&delta, outcome.elapsed);
-            runs.push(RunRecord {
+            let single = run.recording(&delta, outcome.elapsed);
+            measured.runs.push(RunRecord {
                 duration_ns: outcome.elapsed.as_nanos() as u64,
                 exit_code: outcome.exit_code,
                 workload_metrics: outcome.workload_metrics,
@@ -275,44 +346,46 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
             break;
         }
     }
-    let last = collect::final_snapshot(&mut ebpf, probed.len(), task_store)?;
-    let kernel_missed = attach::recursion_misses(&ebpf) + attach::link_misses(&links);
-    let mut stacks = if args.wants_stacks() {
-        Some(collect::stacks(&ebpf)?)
-    } else {
-        None
-    };
-    let slowest = match args.slowest {
-        Some(_) => {
-            let calls = collect::slowest(&ebpf, probed.len())?;
-            // Only the kept calls' stacks: the map may hold thousands.
-            let ids: std::collections::BTreeSet<i32> =
-                calls.iter().map(|(_, call)| call.kernel_stack).collect();
-            let frames: std::collections::BTreeMap<i32, Vec<u64>> = ids
-                .into_iter()
-                .map(|id| (id, collect::stack_frames(&ebpf, id)))
-                .collect();
-            Some((calls, frames))
-        }
-        None => None,
-    };
-    // Detach every probe before printing, and before calibrating: the run's probes must not
-    // be in the calibration's figures, nor calibration delay the workload's start.
-    drop(links);
-    drop(ebpf);
-    let mut recording = session.recording(&last, started.elapsed());
-    if let Some(overhead) = calibration.and_then(|c| c.measure_or_note()) {
+    Ok(measured)
+}
+
+/// The whole recording of a finished run: its totals, the overhead, the slowest calls, the
+/// runs and intervals, how its stacks were sampled; the stacks (weighted) and the slots'
+/// targets for the outputs.
+fn assemble(
+    plan: &RecordPlan,
+    finished: Finished,
+    measured: Measured,
+) -> (
+    Recording,
+    Option<Vec<collect::CollectedStack>>,
+    Vec<crate::resolve::Target>,
+) {
+    let spec = &plan.session;
+    let Finished {
+        layout,
+        targets,
+        snapshot: last,
+        kernel_missed,
+        detached,
+        overhead,
+        mut stacks,
+        slowest,
+        ..
+    } = finished;
+    let mut recording = layout.recording(&last, detached.duration_since(measured.started));
+    if let Some(overhead) = overhead {
         recording.probe_overhead_ns = Some(overhead.per_call_ns);
         recording.probe_bias_ns = Some(overhead.in_window_ns);
     }
-    if let (Some(n), Some((calls, frames))) = (args.slowest, &slowest) {
-        let kernel = if args.wants_stacks() {
+    if let Some(slowest) = &slowest {
+        let kernel = if spec.stacks != StackCapture::None {
             crate::flame::KernelSymbolizer::from_system().ok()
         } else {
             None
         };
         let stack = |slot: u32, id: i32| -> Vec<String> {
-            let (Some(kernel), Some(frames)) = (&kernel, frames.get(&id)) else {
+            let (Some(kernel), Some(frames)) = (&kernel, slowest.frames.get(&id)) else {
                 return Vec::new();
             };
             let leaf = targets
@@ -323,37 +396,49 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
                 .map(|ip| kernel.frame_name(ip))
                 .collect()
         };
-        session.add_slowest(
+        layout.add_slowest(
             &mut recording,
-            calls,
-            n as usize,
-            started_monotonic_ns,
+            &slowest.calls,
+            spec.slowest as usize,
+            measured.started_monotonic_ns,
             stack,
         );
     }
     recording.losses.kernel_missed = kernel_missed;
-    recording.runs = runs;
-    recording.intervals = intervals;
+    recording.runs = measured.runs;
+    recording.intervals = measured.intervals;
     if let Some(stacks) = &mut stacks {
         // The report and the JSON say how many calls were walked; the outputs weight them.
-        let every = args.stacks_every.unwrap_or(1);
-        let walked = collect::walked_calls(stacks, probed.len());
-        session.add_stack_sampling(&mut recording, &walked, every);
+        let every = spec.stack_sample_every;
+        let walked = collect::walked_calls(stacks, layout.probed.len());
+        layout.add_stack_sampling(&mut recording, &walked, every);
         collect::weight_sampled(stacks, every);
     }
-    if args.interval.is_some() || args.runs > 1 {
+    (recording, stacks, targets)
+}
+
+/// The text report, then the files the plan asks for.
+fn outputs(
+    plan: &RecordPlan,
+    recording: &Recording,
+    stacks: Option<Vec<collect::CollectedStack>>,
+    targets: &[crate::resolve::Target],
+    maps: &crate::flame::SavedMaps,
+) -> anyhow::Result<()> {
+    let outputs = &plan.outputs;
+    if plan.schedule != Schedule::Once {
         println!(
             "--- total{}",
-            if args.runs > 1 {
+            if plan.schedule.runs() > 1 {
                 format!(" of {} runs", recording.runs.len())
             } else {
                 String::new()
             }
         );
     }
-    let shown = displayed(&recording, args.subtract_bias);
+    let shown = displayed(recording, outputs.subtract_bias);
     print!("{}", report::render_recording(&shown));
-    if args.subtract_bias {
+    if outputs.subtract_bias {
         match recording.probe_bias_ns {
             Some(bias) => println!(
                 "durations above: minus the ~{} bias (--subtract-bias; --json keeps them raw)",
@@ -365,19 +450,22 @@ pub async fn run(args: RecordArgs) -> anyhow::Result<i32> {
         }
     }
     let flamegraph = match stacks {
-        Some(stacks) => write_stacks(&args, &recording, &stacks, &targets, &maps.saved)?,
+        Some(stacks) => {
+            let user = plan.session.stacks == StackCapture::KernelAndUser;
+            write_stacks(outputs, recording, &stacks, targets, user.then_some(maps))?
+        }
         None => None,
     };
-    if let Some(path) = &args.html {
+    if let Some(path) = &outputs.html {
         let page = crate::export::html::render_recording(&shown, flamegraph.as_deref());
         std::fs::write(path, page).with_context(|| format!("cannot write {}", path.display()))?;
         eprintln!("hotprof: wrote {}", path.display());
     }
-    if let Some(path) = &args.json {
-        report::write_json(&recording, path)?;
+    if let Some(path) = &outputs.json {
+        report::write_json(recording, path)?;
         eprintln!("hotprof: wrote {}", path.display());
     }
-    Ok(exit_code)
+    Ok(())
 }
 
 /// What the text and HTML reports show: with `--subtract-bias`, the durations without the
@@ -405,18 +493,17 @@ fn displayed(recording: &Recording, subtract_bias: bool) -> std::borrow::Cow<'_,
 /// `--stacks` outputs: a top-stacks summary, `--folded`, `--pprof` and `--flamegraph`.
 /// Returns the flamegraph SVG (for `--html`), rendered whenever an output wants it.
 fn write_stacks(
-    args: &RecordArgs,
+    outputs: &Outputs,
     recording: &Recording,
     stacks: &[collect::CollectedStack],
     targets: &[crate::resolve::Target],
-    saved: &crate::flame::SavedMaps,
+    user: Option<&crate::flame::SavedMaps>,
 ) -> anyhow::Result<Option<Vec<u8>>> {
     use crate::flame::Weight;
     use crate::report::stacks as out;
-    let user = args.user_stacks.then_some(saved);
     let kernel =
         crate::flame::KernelSymbolizer::from_system().context("cannot symbolize kernel stacks")?;
-    let weight = match args.weight {
+    let weight = match outputs.weight {
         StackWeight::Latency => Weight::LatencyNs,
         StackWeight::Count => Weight::Count,
     };
@@ -429,11 +516,11 @@ fn write_stacks(
     }
     let folded = out::fold(&records, weight, &kernel, user);
     print!("{}", out::top_stacks(&folded, weight.count_name(), 5));
-    if let Some(path) = &args.folded {
+    if let Some(path) = &outputs.folded {
         out::write_folded(&folded, path)?;
         eprintln!("hotprof: wrote {}", path.display());
     }
-    if let Some(path) = &args.pprof {
+    if let Some(path) = &outputs.pprof {
         let by_latency = out::fold(&records, Weight::LatencyNs, &kernel, user);
         let by_count = out::fold(&records, Weight::Count, &kernel, user);
         let samples = crate::export::pprof::stack_samples(by_latency, &by_count);
@@ -443,7 +530,7 @@ fn write_stacks(
             .with_context(|| format!("cannot write {}", path.display()))?;
         eprintln!("hotprof: wrote {}", path.display());
     }
-    if args.flamegraph.is_none() && args.html.is_none() {
+    if outputs.flamegraph.is_none() && outputs.html.is_none() {
         return Ok(None);
     }
     let (title, mut subtitle) = report::flamegraph_titles(recording, weight);
@@ -452,7 +539,7 @@ fn write_stacks(
     }
     let svg =
         crate::flame::render_flamegraph(&folded, &title, Some(&subtitle), weight.count_name())?;
-    if let Some(path) = &args.flamegraph {
+    if let Some(path) = &outputs.flamegraph {
         std::fs::write(path, &svg).with_context(|| format!("cannot write {}", path.display()))?;
         eprintln!("hotprof: wrote {}", path.display());
     }
@@ -505,37 +592,39 @@ fn interval_record(
 /// One measurement: runs the workload (if any) to its end, or waits for the duration or a
 /// signal, printing interval reports on the way.
 async fn measure(
-    ebpf: &mut aya::Ebpf,
-    args: &RecordArgs,
-    session: &Session<'_>,
+    run: &mut Run,
+    plan: &RecordPlan,
     signals: &mut Signals,
     since: &Snapshot,
     maps: &mut MapsWatcher,
 ) -> anyhow::Result<RunOutcome> {
-    let mut workload = Followed::spawn(ebpf, &args.command, &args.probe.filter.pids)?;
+    let spec = &plan.session;
+    let command = &spec.command;
+    let user_stacks = spec.stacks == StackCapture::KernelAndUser;
+    let interval = match plan.schedule {
+        Schedule::Every(interval) => Some(interval),
+        _ => None,
+    };
+    let mut workload = run.follow(command, &spec.probe.filter.pids)?;
     let started = Instant::now();
     workload.release()?;
     // User frames are named from the processes' mappings, saved while they live.
-    let mut maps_ticker = args
-        .user_stacks
-        .then(|| tokio::time::interval(MapsWatcher::PERIOD));
-    if let (true, Some(pid)) = (args.user_stacks, workload.pid()) {
+    let mut maps_ticker = user_stacks.then(|| tokio::time::interval(MapsWatcher::PERIOD));
+    if let (true, Some(pid)) = (user_stacks, workload.pid()) {
         maps.after_exec(pid).await;
     }
     eprintln!(
         "hotprof: {}{}",
-        session.attached(),
-        match (workload.is_some(), args.duration) {
-            (true, _) => format!(", running: {}", args.command.join(" ")),
+        run.layout().attached(),
+        match (workload.is_some(), plan.duration) {
+            (true, _) => format!(", running: {}", command.join(" ")),
             (false, Some(d)) => format!(", for {}", crate::units::format_ns(d.as_nanos() as f64)),
             (false, None) => ", Ctrl-C to stop".to_string(),
         }
     );
 
-    let deadline = args.duration.map(|d| tokio::time::Instant::now() + d);
-    let mut ticker = args
-        .interval
-        .map(|i| tokio::time::interval_at(tokio::time::Instant::now() + i, i));
+    let deadline = plan.duration.map(|d| tokio::time::Instant::now() + d);
+    let mut ticker = interval.map(|i| tokio::time::interval_at(tokio::time::Instant::now() + i, i));
     // Elapsed/remaining of --duration on a terminal; not while a workload runs, whose own
     // output would interleave with the redrawn line.
     let mut progress = Progress::stderr();
@@ -568,20 +657,20 @@ async fn measure(
                 break;
             }
             _ = async { maps_ticker.as_mut().unwrap().tick().await }, if maps_ticker.is_some() => {
-                maps.poll(ebpf);
+                run.poll_maps(maps);
             }
             _ = async { ticker.as_mut().unwrap().tick().await }, if ticker.is_some() => {
                 interval_index += 1;
                 progress.clear();
                 let woke_at = started.elapsed();
                 let cpu_at = clock::thread_cpu_time();
-                let now = collect::snapshot(ebpf, session.probed.len())?;
+                let now = run.snapshot()?;
                 let elapsed = started.elapsed();
                 // Counted by the probes as they create entries: no walk of the map per report.
-                let stack_entries = args.wants_stacks().then(|| now.counter(profiler_common::Counter::StackEntries));
-                let recording = session.recording(&now.since(&previous), args.interval.unwrap_or_default());
+                let stack_entries = (spec.stacks != StackCapture::None).then(|| now.counter(profiler_common::Counter::StackEntries));
+                let recording = run.recording(&now.since(&previous), interval.unwrap_or_default());
                 println!("--- interval {interval_index} ({} elapsed)", crate::units::format_ns(elapsed.as_nanos() as f64));
-                print!("{}", report::render_recording(&displayed(&recording, args.subtract_bias)));
+                print!("{}", report::render_recording(&displayed(&recording, plan.outputs.subtract_bias)));
                 println!("{}", report::render_map_entries(now.task_entries, stack_entries));
                 let mut record = interval_record(
                     interval_index,
@@ -598,7 +687,7 @@ async fn measure(
                 previous_at = elapsed;
             }
             _ = async { progress_ticker.as_mut().unwrap().tick().await }, if progress_ticker.is_some() => {
-                progress.waiting(started.elapsed(), args.duration.unwrap_or_default());
+                progress.waiting(started.elapsed(), plan.duration.unwrap_or_default());
             }
         }
     }
@@ -713,12 +802,15 @@ mod tests {
     #[test]
     fn the_session_is_checked_before_the_options() {
         let nothing = args(&["--runs", "3"]);
-        let spec = nothing.session_spec().unwrap();
-        assert!(error(validate(&nothing, &spec)).starts_with("nothing to measure"));
-        let runs = args(&["--fn", "vfs_read", "--runs", "3"]);
-        let spec = runs.session_spec().unwrap();
+        assert!(error(nothing.session_spec()).starts_with("nothing to measure"));
+        let both = args(&["--fn", "vfs_read", "--syscall", "getpid", "--runs", "3"]);
         assert_eq!(
-            error(validate(&runs, &spec)),
+            error(both.session_spec()),
+            "--fn and --syscall cannot be combined in one run"
+        );
+        let runs = args(&["--fn", "vfs_read", "--runs", "3"]);
+        assert_eq!(
+            error(runs.plan()),
             "--runs needs a workload command after --"
         );
     }

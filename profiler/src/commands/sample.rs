@@ -5,19 +5,12 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use aya::{
-    maps::{MapData, PerCpuHashMap},
-    programs::{
-        PerfEvent,
-        perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
-    },
-};
-use profiler_common::{StackKey, StackTotals, names};
 
-use super::args::DEFAULT_STACK_MAP_SIZE;
-use crate::attach::{self, ProbeConfig, TracepointOffsets};
+use super::args::{DEFAULT_STACK_MAP_SIZE, worded};
 use crate::collect::CollectedStack;
-use crate::session::{self, FilterSpec, Followed, MapsWatcher, ProbeSpec, SessionSpec, Signals};
+use crate::session::{
+    self, FilterSpec, Filters, MapsWatcher, ProbeSpec, Run, SessionSpec, Signals, Targets,
+};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -150,91 +143,54 @@ pub async fn run(args: &SampleArgs) -> anyhow::Result<i32> {
 /// Runs the sampling session and returns the raw samples (symbolized by the caller).
 pub async fn collect(args: &SampleArgs) -> anyhow::Result<Samples> {
     let pids: Vec<u32> = args.pid.into_iter().collect();
-    session::check_processes(&pids, &args.command)?;
+    session::check_processes(&pids, &args.command).map_err(worded)?;
     if let Some(pid) = args.pid {
-        session::check_pid(pid)?;
+        session::check_pid(pid).map_err(worded)?;
     }
     session::check_system(&args.command)?;
     let follow = !args.command.is_empty();
-    let offsets = if follow {
-        let tracefs = crate::resolve::tracefs_root()
-            .context("following the workload's children needs tracefs")?;
-        Some(TracepointOffsets::read(&tracefs)?)
-    } else {
-        None
+    // With --inside, the function's probes too (whose frames the sampler checks).
+    let probe = match &args.inside {
+        Some(function) => ProbeSpec {
+            targets: Targets::Functions(vec![function.clone()]),
+            // Any frame of the functions it names counts as inside.
+            max_functions: usize::MAX,
+            filter: FilterSpec {
+                pids: pids.clone(),
+                ..FilterSpec::default()
+            },
+            ..ProbeSpec::default()
+        },
+        None => ProbeSpec {
+            filter: FilterSpec {
+                pids: pids.clone(),
+                ..FilterSpec::default()
+            },
+            ..ProbeSpec::default()
+        },
     };
-    // With --inside, the function's probes too (whose frames the sampler checks); they stay
-    // attached while `_links` lives.
-    let mut inside = None;
-    let (mut ebpf, _links) = match &args.inside {
-        Some(function) => {
-            let spec = SessionSpec {
-                probe: ProbeSpec {
-                    functions: vec![function.clone()],
-                    // Any frame of the functions it names counts as inside.
-                    max_functions: usize::MAX,
-                    filter: FilterSpec {
-                        pids: pids.clone(),
-                        ..FilterSpec::default()
-                    },
-                    ..ProbeSpec::default()
-                },
-                stack_map_size: args.stack_map_size,
-                command: args.command.clone(),
-                sample_inside: true,
-                ..SessionSpec::default()
-            };
-            let filters = session::validate(&spec)?;
-            let attached = session::attach(&spec, filters)?;
-            inside = attached
-                .targets
-                .first()
-                .map(|t| (t.symbol.clone(), t.address));
-            (attached.ebpf, Some(attached.links))
-        }
-        None => {
-            let config = ProbeConfig {
-                functions: 1,
-                filter_tgids: follow || args.pid.is_some(),
-                exclude_tgid: Some(std::process::id()),
-                sampling: true,
-                stack_map_size: args.stack_map_size,
-                offsets,
-                ..Default::default()
-            };
-            let attach::Loaded {
-                mut ebpf,
-                task_store,
-            } = session::load(&config)?;
-            attach::attach_tracking(&mut ebpf, task_store, false, follow)?;
-            (ebpf, None)
-        }
+    let spec = SessionSpec {
+        probe,
+        stack_map_size: args.stack_map_size,
+        command: args.command.clone(),
+        sample_inside: args.inside.is_some(),
+        sample_frequency: Some(args.freq),
+        ..SessionSpec::default()
     };
-    let program: &mut PerfEvent = ebpf
-        .program_mut("on_cpu_sample")
-        .context("on_cpu_sample program missing")?
-        .try_into()?;
-    program.load().map_err(|e| {
-        anyhow::anyhow!("cannot load the sampling program: {}", attach::one_line(&e))
-    })?;
-    let cpus = online_cpus();
-    for &cpu in &cpus {
-        program
-            .attach(
-                PerfEventConfig::Software(SoftwareEvent::CpuClock),
-                PerfEventScope::AllProcessesOneCpu { cpu },
-                SamplePolicy::Frequency(args.freq),
-                false,
-            )
-            .map_err(|e| anyhow::anyhow!("cannot sample CPU {cpu}: {}", attach::one_line(&e)))?;
-    }
+    let filters = match args.inside {
+        Some(_) => session::validate(&spec).map_err(worded)?,
+        None => Filters::default(),
+    };
+    let mut signals = Signals::new()?;
+    let mut run = Run::start(&spec, &filters).map_err(worded)?;
+    let inside = run.targets().first().map(|t| (t.symbol.clone(), t.address));
 
-    let mut workload = Followed::spawn(&mut ebpf, &args.command, &pids)?;
+    let mut workload = run.follow(&args.command, &pids)?;
     let started = Instant::now();
     workload.release()?;
     eprintln!(
         "hotprof: sampling {} CPU(s) at {} Hz{}",
-        cpus.len(),
+        run.sampled_cpus(),
         args.freq,
         if follow {
             format!(", running: {}", args.command.join(" "))
@@ -242,7 +198,6 @@ pub async fn collect(args: &SampleArgs) -> anyhow::Result<Samples> {
             String::new()
         }
     );
-    let mut signals = Signals::new()?;
     let deadline = args.duration.map(|d| tokio::time::Instant::now() + d);
     let mut exit_code = 0;
     // User frames are named from the processes' mappings, saved while they live.
@@ -262,7 +217,7 @@ pub async fn collect(args: &SampleArgs) -> anyhow::Result<Samples> {
                 break;
             }
             _ = async { tokio::time::sleep_until(deadline.unwrap()).await }, if deadline.is_some() => break,
-            _ = maps_ticker.tick() => maps.poll(&ebpf),
+            _ = maps_ticker.tick() => run.poll_maps(&mut maps),
         }
     }
     let elapsed = started.elapsed();
@@ -272,8 +227,9 @@ pub async fn collect(args: &SampleArgs) -> anyhow::Result<Samples> {
             exit_code = code;
         }
     }
-    let counters = crate::collect::snapshot(&ebpf, 0)?;
-    let stacks = read_samples(&ebpf)?;
+    let finished = run.finish()?;
+    let counters = finished.snapshot;
+    let stacks = finished.samples.unwrap_or_default();
     Ok(Samples {
         stacks,
         elapsed,
@@ -284,52 +240,4 @@ pub async fn collect(args: &SampleArgs) -> anyhow::Result<Samples> {
         maps: maps.saved,
         exit_code,
     })
-}
-
-fn read_samples(ebpf: &aya::Ebpf) -> anyhow::Result<Vec<CollectedStack>> {
-    let samples: PerCpuHashMap<&MapData, StackKey, StackTotals> =
-        PerCpuHashMap::try_from(ebpf.map(names::SAMPLES).context("SAMPLES map missing")?)?;
-    crate::collect::resolve_stacks(ebpf, samples.iter())
-}
-
-/// CPUs to sample: `/sys/devices/system/cpu/online` ("0-1,4").
-fn online_cpus() -> Vec<u32> {
-    std::fs::read_to_string("/sys/devices/system/cpu/online")
-        .ok()
-        .map(|text| parse_cpu_list(&text))
-        .filter(|cpus| !cpus.is_empty())
-        .unwrap_or_else(|| {
-            (0..std::thread::available_parallelism().map_or(1, |n| n.get() as u32)).collect()
-        })
-}
-
-/// Parses a kernel CPU list such as `0-3,8,10-11`.
-pub fn parse_cpu_list(text: &str) -> Vec<u32> {
-    let mut cpus = Vec::new();
-    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                if let (Ok(a), Ok(b)) = (a.parse::<u32>(), b.parse::<u32>())
-                    && a <= b
-                    && b - a < 65536
-                {
-                    cpus.extend(a..=b);
-                }
-            }
-            None => cpus.extend(part.parse::<u32>().ok()),
-        }
-    }
-    cpus
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_cpu_lists() {
-        assert_eq!(parse_cpu_list("0-1\n"), [0, 1]);
-        assert_eq!(parse_cpu_list("0,2-3,8"), [0, 2, 3, 8]);
-        assert_eq!(parse_cpu_list("3-1,x,"), Vec::<u32>::new());
-    }
 }

@@ -1,30 +1,35 @@
-//! Turning a snapshot of the kernel's maps into a recording ([`Session::recording`]).
+//! Turning a snapshot of the kernel's maps into a recording ([`Layout::recording`]).
 
 use std::time::Duration;
 
 use super::keys::KeyNames;
 use super::spec::Probed;
-use crate::attach::AttachedMode;
+use crate::attach::{AttachedMode, LinkKind};
 use crate::collect::Snapshot;
 use crate::model::{
     CallerRecord, FilterExpr, FilterRecord, FunctionRecord, FunctionTotals, KeyRecord, Recording,
     SCHEMA_VERSION, SlowCallRecord, TaskStore,
 };
 
-/// What stays the same across the runs and reports of one invocation.
-pub struct Session<'a> {
-    pub probed: &'a [Probed],
+/// What was attached, slot by slot, and what every recording of the run says beside its
+/// figures: all a snapshot needs to become a recording. Data in, [`Recording`] out (no handle
+/// on the kernel), so that it can move to the model with the rest of the pure code.
+pub struct Layout {
+    pub probed: Vec<Probed>,
     pub mode: AttachedMode,
     pub task_store: TaskStore,
+    /// Known from the start when calibrated while the probes run (`serve`); else `None`.
     pub overhead: Option<crate::calibrate::Overhead>,
     pub off_cpu: bool,
-    pub command: &'a [String],
-    pub keys: &'a KeyNames,
-    /// `--filter`, if any.
-    pub condition: Option<&'a FilterExpr>,
+    pub command: Vec<String>,
+    pub keys: KeyNames,
+    /// The filter expression, if any.
+    pub condition: Option<FilterExpr>,
+    /// The kernel's release, as the recordings name it (read once, at start).
+    pub kernel: String,
 }
 
-impl Session<'_> {
+impl Layout {
     /// A recording of `snapshot` (cumulative or one run's delta) over `elapsed`.
     pub fn recording(&self, snapshot: &Snapshot, elapsed: Duration) -> Recording {
         let mut functions = Vec::new();
@@ -63,16 +68,16 @@ impl Session<'_> {
         Recording {
             schema_version: SCHEMA_VERSION,
             tool: format!("hotprof {}", env!("CARGO_PKG_VERSION")),
-            kernel: crate::kernel_release(),
+            kernel: self.kernel.clone(),
             mode: self.mode_label(),
             task_store: Some(self.task_store),
             duration_ns: elapsed.as_nanos() as u64,
             by: self.keys.spec.names(),
-            filter: self.condition.map(|condition| FilterRecord {
+            filter: self.condition.as_ref().map(|condition| FilterRecord {
                 expression: condition.text().to_owned(),
                 not_matched: snapshot.counter(profiler_common::Counter::FilteredOut),
             }),
-            command: self.command.to_vec(),
+            command: self.command.clone(),
             functions,
             losses: snapshot.losses(),
             probe_overhead_ns: self.overhead.map(|o| o.per_call_ns),
@@ -263,13 +268,10 @@ impl Session<'_> {
 fn kprobe_label<'a>(entries: impl Iterator<Item = &'a Probed>) -> &'static str {
     let (mut multi, mut single) = (false, false);
     for probed in entries {
-        if probed.session_link {
-            return "kprobe.session";
-        }
-        if probed.multi_link {
-            multi = true;
-        } else {
-            single = true;
+        match probed.link {
+            LinkKind::Session => return "kprobe.session",
+            LinkKind::Multi => multi = true,
+            _ => single = true,
         }
     }
     match (multi, single) {
@@ -283,6 +285,21 @@ fn kprobe_label<'a>(entries: impl Iterator<Item = &'a Probed>) -> &'static str {
 mod tests {
     use super::*;
 
+    /// The layout of `probed` in `mode`: no overhead, no command, no keys, no filter.
+    fn layout(probed: &[Probed], mode: AttachedMode) -> Layout {
+        Layout {
+            probed: probed.to_vec(),
+            mode,
+            task_store: TaskStore::TaskStorage,
+            overhead: None,
+            off_cpu: false,
+            command: Vec::new(),
+            keys: KeyNames::default(),
+            condition: None,
+            kernel: "6.12.0".into(),
+        }
+    }
+
     #[test]
     fn a_recording_holds_every_total_and_on_cpu_time_only_with_off_cpu() {
         use crate::model::FunctionTotals;
@@ -292,16 +309,14 @@ mod tests {
                 symbol: "vfs_read".into(),
                 site: None,
                 child: false,
-                multi_link: false,
-                session_link: false,
+                link: LinkKind::Perf,
             },
             Probed {
                 name: "__ep_eventpoll_poll".into(),
                 symbol: "__ep_eventpoll_poll.isra.0".into(),
                 site: None,
                 child: false,
-                multi_link: false,
-                session_link: false,
+                link: LinkKind::Perf,
             },
         ];
         let totals = FunctionTotals {
@@ -320,18 +335,14 @@ mod tests {
             ..Snapshot::default()
         };
         let command = ["true".to_string()];
-        let mut session = Session {
-            probed: &probed,
-            mode: AttachedMode::Kprobe,
+        let mut session = Layout {
             task_store: TaskStore::HashMap,
             overhead: Some(crate::calibrate::Overhead {
                 per_call_ns: 12.5,
                 in_window_ns: 4.0,
             }),
-            off_cpu: false,
-            command: &command,
-            keys: &KeyNames::default(),
-            condition: None,
+            command: command.to_vec(),
+            ..layout(&probed, AttachedMode::Kprobe)
         };
         let recording = session.recording(&snapshot, Duration::from_millis(2));
         assert_eq!(
@@ -366,30 +377,17 @@ mod tests {
 
     #[test]
     fn kprobe_mode_is_labelled_by_how_its_functions_were_attached() {
-        let probed = |name: &str, site: Option<&str>, multi_link| Probed {
+        let probed = |name: &str, site: Option<&str>, link| Probed {
             name: name.into(),
             symbol: name.into(),
             site: site.map(str::to_owned),
             child: false,
-            multi_link,
-            session_link: false,
+            link,
         };
-        let label = |probed: &[Probed], mode| {
-            Session {
-                probed,
-                mode,
-                task_store: TaskStore::TaskStorage,
-                overhead: None,
-                off_cpu: false,
-                command: &[],
-                keys: &KeyNames::default(),
-                condition: None,
-            }
-            .mode_label()
-        };
-        let multi = || probed("vfs_read", None, true);
-        let single = || probed("memcpy_orig", None, false);
-        let site = || probed("copy_page_from_iter_atomic", Some("f+0x1"), false);
+        let label = |probed: &[Probed], mode| layout(probed, mode).mode_label();
+        let multi = || probed("vfs_read", None, LinkKind::Multi);
+        let single = || probed("memcpy_orig", None, LinkKind::Perf);
+        let site = || probed("copy_page_from_iter_atomic", Some("f+0x1"), LinkKind::Perf);
         let kprobe = AttachedMode::Kprobe;
         assert_eq!(label(&[], kprobe), "kprobe");
         assert_eq!(label(&[single()], kprobe), "kprobe");
@@ -401,7 +399,7 @@ mod tests {
         assert_eq!(label(&[site()], AttachedMode::Callsite), "callsite");
         assert_eq!(label(&[multi()], AttachedMode::Fentry), "fentry");
         let session = Probed {
-            session_link: true,
+            link: LinkKind::Session,
             ..multi()
         };
         assert_eq!(label(&[session], kprobe), "kprobe.session");
@@ -414,8 +412,7 @@ mod tests {
             symbol: name.into(),
             site: site.map(str::to_owned),
             child: false,
-            multi_link: false,
-            session_link: false,
+            link: LinkKind::Perf,
         };
         let probed = [
             site("generic_perform_write", None),
@@ -436,16 +433,7 @@ mod tests {
             ],
             ..Snapshot::default()
         };
-        let session = Session {
-            probed: &probed,
-            mode: AttachedMode::Kprobe,
-            task_store: TaskStore::TaskStorage,
-            overhead: None,
-            off_cpu: false,
-            command: &[],
-            keys: &KeyNames::default(),
-            condition: None,
-        };
+        let session = layout(&probed, AttachedMode::Kprobe);
         let recording = session.recording(&snapshot, Duration::from_secs(1));
         assert_eq!(recording.functions.len(), 2);
         assert!(recording.functions[0].callers.is_empty());

@@ -1,7 +1,6 @@
 //! How the `--by` keys of a run read in its report.
 
-use anyhow::Context as _;
-
+use super::error::SpecError;
 use crate::flame::KernelSymbolizer;
 use crate::model::{ByField, KeySpec};
 
@@ -16,7 +15,7 @@ impl KeyNames {
     /// Reads the kernel's symbols when callers are to be named.
     pub fn new(spec: KeySpec) -> anyhow::Result<Self> {
         let symbols = if spec.fields().contains(&ByField::Caller) {
-            Some(KernelSymbolizer::from_system().context("--by caller names callers")?)
+            Some(KernelSymbolizer::from_system().map_err(SpecError::CallerNames)?)
         } else {
             None
         };

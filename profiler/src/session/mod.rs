@@ -1,23 +1,35 @@
-//! What every long-running command shares (`hotprof` itself, `serve`, `sample`): checking the
-//! request against the system, loading and attaching the probes, starting, following and
-//! reaping the workload, and the signals that end a run. Built from plain domain structs
-//! ([`SessionSpec`]); the command layer turns its arguments into them.
+//! A run, what every long-running command shares (`hotprof` itself, `serve`, `sample`):
+//! [`Run::start`] checks nothing but loads and attaches what a [`SessionSpec`] asks for (the
+//! sampler too), [`Run::snapshot`] and [`Run::recording`] read it while it runs, and
+//! [`Run::finish`] takes the last reads, detaches everything, then calibrates ([`Finished`]).
+//! What happens in between (the schedule, the reports) is the command's. Built from plain
+//! domain structs; the command layer turns its arguments into them and checks them first
+//! ([`validate`]).
 //!
-//! One file per job, imports pointing one way: `spec.rs` (the domain structs) and `keys.rs`
-//! (how `--by` keys read) at the bottom; `validate.rs` checks a spec against the system;
-//! `start.rs` resolves, loads and attaches; `workload.rs` spawns, follows and reaps the
-//! workload and holds the signals; `assemble.rs` turns a snapshot into a recording.
+//! Errors name no option ([`SpecError`]): the command layer words them as the user spells
+//! its options. The signals that end a run ([`Signals`]) are the attach steps' own catching,
+//! held from before [`Run::start`] to the report.
+//!
+//! One file per job, imports pointing one way: `spec.rs` (the domain structs: [`Targets`],
+//! [`ProbeSpec`], [`SessionSpec`], [`Probed`]), `error.rs` and `keys.rs` (how `--by` keys read)
+//! at the bottom; `validate.rs` checks a spec against the system; `start.rs` resolves, loads
+//! and attaches; `workload.rs` spawns, follows and reaps the workload and holds the signals;
+//! `assemble.rs` turns a snapshot into a recording from plain data ([`Layout`], no handle on
+//! the kernel); `run.rs` ([`Run`]) uses them all.
 
 mod assemble;
+mod error;
 mod keys;
+mod run;
 mod spec;
 mod start;
 mod validate;
 mod workload;
 
-pub use assemble::Session;
+pub use assemble::Layout;
+pub use error::SpecError;
 pub use keys::KeyNames;
-pub use spec::{FilterSpec, Filters, ProbeSpec, Probed, SessionSpec};
-pub use start::{Attached, attach, load};
+pub use run::{Finished, Run};
+pub use spec::{FilterSpec, Filters, ProbeSpec, Probed, SessionSpec, Targets};
 pub use validate::{check_pid, check_processes, check_system, validate};
 pub use workload::{Followed, MapsWatcher, Signals, follow_processes};

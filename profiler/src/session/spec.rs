@@ -1,5 +1,5 @@
 //! The run's specification, as plain domain structs the command layer fills in: what to
-//! probe ([`ProbeSpec`]), whose calls count ([`FilterSpec`], and [`Filters`] as the probes
+//! probe ([`ProbeSpec`], its [`Targets`]), whose calls count ([`FilterSpec`], and [`Filters`] as the probes
 //! compare them), and what the run attaches for ([`SessionSpec`]); [`Probed`] is one slot
 //! of what was asked for and attached.
 
@@ -8,17 +8,44 @@ use std::time::Duration;
 
 use profiler_common::StackCapture;
 
-use crate::attach::{self, Mode};
+use crate::attach::{self, LinkKind, Mode};
 use crate::model::{FilterExpr, KeySpec};
+
+/// What a run times: kernel functions or syscalls, never both.
+#[derive(Clone, Debug, Default)]
+pub enum Targets {
+    /// Neither: `hotprof sample`'s sampler alone.
+    #[default]
+    Nothing,
+    /// Kernel functions or globs.
+    Functions(Vec<String>),
+    /// Syscalls, timed at their tracepoints.
+    Syscalls(Vec<String>),
+}
+
+impl Targets {
+    /// The functions named (none for syscalls).
+    pub fn functions(&self) -> &[String] {
+        match self {
+            Self::Functions(functions) => functions,
+            _ => &[],
+        }
+    }
+
+    /// The syscalls named (none for functions).
+    pub fn syscalls(&self) -> &[String] {
+        match self {
+            Self::Syscalls(syscalls) => syscalls,
+            _ => &[],
+        }
+    }
+}
 
 /// What to probe and whose calls count.
 #[derive(Clone, Debug, Default)]
 pub struct ProbeSpec {
-    /// Kernel functions or globs (`--fn`).
-    pub functions: Vec<String>,
-    /// Syscalls, timed at their tracepoints (`--syscall`).
-    pub syscalls: Vec<String>,
-    /// Which tracepoints time them (`--syscall-mode`).
+    pub targets: Targets,
+    /// Which tracepoints time syscalls.
     pub syscall_mode: attach::SyscallMode,
     pub mode: Mode,
     /// How kprobe mode attaches (`--no-kprobe-session`: the kprobe.multi link's frames;
@@ -72,9 +99,13 @@ pub struct SessionSpec {
     pub slowest: u32,
     /// `hotprof sample --inside F`: load for sampling too, only inside the probed frames.
     pub sample_inside: bool,
+    /// `hotprof sample`: sample every online CPU this many times a second (perf events), with
+    /// or without functions probed.
+    pub sample_frequency: Option<u64>,
 }
 
 /// The filters as the probes compare them.
+#[derive(Default)]
 pub struct Filters {
     pub(super) cgroup_id: Option<u64>,
     pub(super) comm: Option<[u8; 16]>,
@@ -82,6 +113,7 @@ pub struct Filters {
 
 /// One probed function or syscall, or one call site of a function: what the user asked for
 /// and what was attached. Each is one slot of the per-function maps.
+#[derive(Clone, Debug)]
 pub struct Probed {
     pub name: String,
     pub symbol: String,
@@ -90,9 +122,6 @@ pub struct Probed {
     pub site: Option<String>,
     /// `--children`: timed only inside the parent's frames.
     pub child: bool,
-    /// Attached through kprobe mode's kprobe.multi or kprobe.session link (an fprobe, not a
-    /// perf kprobe).
-    pub multi_link: bool,
-    /// Attached through kprobe mode's kprobe.session link (no frames).
-    pub session_link: bool,
+    /// How it is attached.
+    pub link: LinkKind,
 }

@@ -4,18 +4,18 @@
 use anyhow::{Context as _, bail};
 use profiler_common::{KPROBE_SLOTS, StackCapture};
 
+use super::error::SpecError;
 use super::keys::KeyNames;
-use super::spec::{Filters, ProbeSpec, Probed, SessionSpec};
-use crate::attach::{self, AttachedMode, Mode, ProbeConfig, TracepointOffsets};
+use super::spec::{Filters, ProbeSpec, Probed, SessionSpec, Targets};
+use crate::attach::{self, AttachedMode, LinkKind, Mode, ProbeConfig, TracepointOffsets};
 use crate::model::{FilterExpr, TaskStore};
 use crate::progress::Progress;
 use crate::resolve::callsites::{CallSite, KernelCode};
 use crate::resolve::kcore::Kcore;
 use crate::resolve::{self, KernelFunctions};
 
-/// The probes of one invocation, loaded and attached. Dropping `links` and `ebpf` detaches and
-/// unloads everything.
-pub struct Attached {
+/// The probes of one invocation, loaded and attached: what [`super::Run`] is made of.
+pub(super) struct Attached {
     pub ebpf: aya::Ebpf,
     /// kprobe mode's links, owned apart from `ebpf` so they close in parallel.
     pub links: attach::KprobeLinks,
@@ -31,14 +31,14 @@ pub struct Attached {
 }
 
 /// Loads the eBPF object for `config`, the one error line saying why not.
-pub fn load(config: &ProbeConfig) -> anyhow::Result<attach::Loaded> {
+fn load(config: &ProbeConfig) -> anyhow::Result<attach::Loaded> {
     attach::load(config).map_err(|e| anyhow::anyhow!("cannot load the eBPF programs: {e}"))
 }
 
 /// Resolves the targets, loads the programs with the spec's filters and attaches them; times
 /// the calibration's baseline first (unless asked not to calibrate), so that the overhead
 /// can be measured later ([`Attached::calibration`]).
-pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
+pub(super) fn attach(spec: &SessionSpec, filter: &Filters) -> anyhow::Result<Attached> {
     // SIGINT/SIGTERM until the run's own handling takes over: noted, then reported at the
     // next attach step with what was done, everything attached so far detached.
     let _signals = attach::AttachSignals::catch();
@@ -48,19 +48,16 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
     let mut kernel = None;
     let mut targets = Vec::new();
     let mut sites = Vec::new();
-    let mut probed: Vec<Probed> = if !probe.functions.is_empty() {
+    let mut probed: Vec<Probed> = if let Targets::Functions(requested) = &probe.targets {
         let functions = kernel
             .insert(crate::resolve::kernel_functions().context("cannot read /proc/kallsyms")?);
-        let mut requested = resolve_functions(functions, &probe.functions)?;
+        let mut requested = resolve_functions(functions, requested)?;
         check_function_count(requested.len(), probe)?;
         let mut children = std::collections::BTreeSet::new();
         if !probe.children.is_empty() {
             if requested.len() != 1 {
-                bail!(
-                    "--children times functions inside one parent: give one --fn (it matched {} \
-                     functions)",
-                    requested.len()
-                );
+                let matched = requested.len();
+                return Err(SpecError::ChildrenNeedOneParent { matched }.into());
             }
             for (name, target) in resolve_functions(functions, &probe.children)? {
                 if requested
@@ -72,7 +69,7 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
                 }
             }
             if children.is_empty() {
-                bail!("--children matched only the parent itself");
+                return Err(SpecError::ChildrenOnlyParent.into());
             }
         }
         let (at_sites, at_entry): (Vec<_>, Vec<_>) =
@@ -87,10 +84,7 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
                 placement == attach::Placement::CallSites
             });
         if probe.callers.is_some() && at_sites.is_empty() {
-            bail!(
-                "--callers applies to functions timed at their call sites (--mode callsite, or \
-                 a notrace function in auto mode)"
-            );
+            return Err(SpecError::CallersWithoutSites.into());
         }
         let mut probed = Vec::new();
         for (name, target) in at_entry {
@@ -99,8 +93,8 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
                 symbol: target.symbol.clone(),
                 site: None,
                 child: children.contains(&target.symbol),
-                multi_link: false,
-                session_link: false,
+                // Until attached (below).
+                link: LinkKind::Perf,
             });
             targets.push(target);
         }
@@ -125,8 +119,7 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
                         symbol: target.symbol.clone(),
                         site: Some(site),
                         child: children.contains(&target.symbol),
-                        multi_link: false,
-                        session_link: false,
+                        link: LinkKind::Perf,
                     });
                     // Each site's slot has the function as its target (the stacks' leaf).
                     targets.push(target.clone());
@@ -137,18 +130,18 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
         probed
     } else {
         if tracefs.is_none() {
-            bail!("--syscall needs tracefs (mount -t tracefs tracefs /sys/kernel/tracing)");
+            return Err(SpecError::SyscallsNeedTracefs.into());
         }
         probe
-            .syscalls
+            .targets
+            .syscalls()
             .iter()
             .map(|s| Probed {
                 name: s.clone(),
                 symbol: format!("sys_enter_{s}"),
                 site: None,
                 child: false,
-                multi_link: false,
-                session_link: false,
+                link: LinkKind::Tracepoint,
             })
             .collect()
     };
@@ -199,7 +192,7 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
         let symbols: Vec<&str> = targets.iter().map(|t| t.symbol.as_str()).collect();
         // Call-site mode when no function is timed at its entry.
         let at_call_sites = !sites.is_empty() && targets.len() == sites.len();
-        crate::calibrate::baseline(&symbols, &probe.syscalls, at_call_sites)
+        crate::calibrate::baseline(&symbols, probe.targets.syscalls(), at_call_sites)
     });
     let attach::Loaded {
         mut ebpf,
@@ -214,7 +207,7 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
     let mode = if targets.is_empty() {
         attach::attach_syscalls_in(
             &mut ebpf,
-            &probe.syscalls,
+            probe.targets.syscalls(),
             tracefs.as_deref().unwrap_or(std::path::Path::new("")),
             probe.syscall_mode,
             follow || !probe.filter.pids.is_empty(),
@@ -244,9 +237,8 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
             for note in attached.notes {
                 eprintln!("hotprof: note: {note}");
             }
-            for (probed, multi) in probed.iter_mut().zip(attached.multi_linked) {
-                probed.multi_link = multi;
-                probed.session_link = attached.session;
+            for (probed, kind) in probed.iter_mut().zip(attached.kinds) {
+                probed.link = kind;
             }
             links = attached.links;
             mode = attached.mode;
@@ -259,9 +251,9 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
         mode
     };
     // Calibrated through the link when the run's functions went through it.
-    let kprobe_attach = if probed.iter().any(|p| p.session_link) {
+    let kprobe_attach = if probed.iter().any(|p| p.link == LinkKind::Session) {
         attach::KprobeAttach::Session
-    } else if probed.iter().any(|p| p.multi_link) {
+    } else if probed.iter().any(|p| p.link == LinkKind::Multi) {
         attach::KprobeAttach::Multi
     } else {
         attach::KprobeAttach::Single
@@ -286,6 +278,43 @@ pub fn attach(spec: &SessionSpec, filter: Filters) -> anyhow::Result<Attached> {
         task_store,
         calibration,
         keys,
+    })
+}
+
+/// Loads the object for sampling alone (`hotprof sample` without `--inside`): no function
+/// or syscall, only the hooks that follow the workload's tree.
+pub(super) fn sampler_only(spec: &SessionSpec) -> anyhow::Result<Attached> {
+    let follow = !spec.command.is_empty();
+    let offsets = if follow {
+        let tracefs =
+            resolve::tracefs_root().context("following the workload's children needs tracefs")?;
+        Some(TracepointOffsets::read(&tracefs)?)
+    } else {
+        None
+    };
+    let config = ProbeConfig {
+        functions: 1,
+        filter_tgids: follow || !spec.probe.filter.pids.is_empty(),
+        exclude_tgid: Some(std::process::id()),
+        sampling: true,
+        stack_map_size: spec.stack_map_size,
+        offsets,
+        ..Default::default()
+    };
+    let attach::Loaded {
+        mut ebpf,
+        task_store,
+    } = load(&config)?;
+    attach::attach_tracking(&mut ebpf, task_store, false, follow)?;
+    Ok(Attached {
+        ebpf,
+        links: attach::KprobeLinks::default(),
+        probed: Vec::new(),
+        targets: Vec::new(),
+        mode: AttachedMode::Sampling,
+        task_store,
+        calibration: None,
+        keys: KeyNames::default(),
     })
 }
 
@@ -317,20 +346,12 @@ fn check_function_count(matched: usize, probe: &ProbeSpec) -> anyhow::Result<()>
     if matched <= probe.max_functions {
         return Ok(());
     }
-    let what = probe
-        .functions
-        .iter()
-        .map(|f| format!("'{f}'"))
-        .collect::<Vec<_>>()
-        .join(" ");
-    bail!(
-        "--fn {what} matches {matched} functions, more than --max-functions {} allows: each \
-         gets its own in-kernel histograms and probes (in a 6.12 test guest 1000 functions took \
-         14 s to start through the kprobe.multi link, 11 s of it creating the histograms; \
-         through a perf kprobe each, as before Linux 5.18, 31 s to attach and 83 s to detach); \
-         narrow the glob or pass --max-functions {matched}",
-        probe.max_functions
-    )
+    Err(SpecError::TooManyFunctions {
+        patterns: probe.targets.functions().to_vec(),
+        matched,
+        max: probe.max_functions,
+    }
+    .into())
 }
 
 /// The `CHILD_SLOTS` bitmap of `--children`; the probes check it for the first 64 slots.
@@ -338,9 +359,7 @@ fn child_slots(probed: &[Probed]) -> anyhow::Result<u64> {
     let mut bits = 0u64;
     for (slot, _) in probed.iter().enumerate().filter(|(_, p)| p.child) {
         if slot >= 64 {
-            bail!(
-                "--children: at most 63 child functions and call sites per run (narrow the glob)"
-            );
+            return Err(SpecError::TooManyChildren.into());
         }
         bits |= 1 << slot;
     }
@@ -387,12 +406,15 @@ fn covered_sites(
     if sites.covered.is_empty() {
         let all = code.call_sites(target.address, None);
         match &probe.callers {
-            Some(glob) if !all.covered.is_empty() => bail!(
-                "--callers '{glob}' matches no caller of {function} (it has {} call sites in {} \
-                 callers; `hotprof list {function}` counts them)",
-                all.covered.len(),
-                all.callers()
-            ),
+            Some(glob) if !all.covered.is_empty() => {
+                return Err(SpecError::NoMatchingCaller {
+                    glob: glob.clone(),
+                    function: function.clone(),
+                    sites: all.covered.len(),
+                    callers: all.callers(),
+                }
+                .into());
+            }
             _ if all.covered.is_empty() && all.skipped.is_empty() => bail!(
                 "{function} has no direct callers in the kernel's code: nothing to time at call \
                  sites (it is called through function pointers only, or not at all)"
@@ -423,17 +445,20 @@ mod tests {
     #[test]
     fn a_glob_matching_more_than_max_functions_is_refused_naming_the_count() {
         let mut probe = ProbeSpec {
-            functions: vec!["vfs_*".into()],
+            targets: Targets::Functions(vec!["vfs_*".into()]),
             max_functions: 3,
             ..ProbeSpec::default()
         };
         assert!(check_function_count(3, &probe).is_ok());
-        let refused = check_function_count(40, &probe).unwrap_err().to_string();
+        let refused = check_function_count(40, &probe).unwrap_err().downcast();
         assert!(
-            refused.starts_with("--fn 'vfs_*' matches 40 functions, more than --max-functions 3"),
-            "{refused}"
+            matches!(
+                &refused,
+                Ok(SpecError::TooManyFunctions { patterns, matched: 40, max: 3 })
+                    if patterns == &["vfs_*"]
+            ),
+            "{refused:?}"
         );
-        assert!(refused.ends_with("pass --max-functions 40"), "{refused}");
         probe.max_functions = 40;
         assert!(check_function_count(40, &probe).is_ok());
     }

@@ -1,15 +1,14 @@
 //! Checking the request against the system before anything is loaded.
 
-use anyhow::{Context as _, bail};
-
-use super::spec::{FilterSpec, Filters, SessionSpec};
+use super::error::SpecError;
+use super::spec::{FilterSpec, Filters, SessionSpec, Targets};
 use crate::attach;
 use crate::model::{ByField, FilterExpr};
 
 /// Fails unless the run names either processes (`-p`) or a command, not both.
 pub fn check_processes(pids: &[u32], command: &[String]) -> anyhow::Result<()> {
     if !command.is_empty() && !pids.is_empty() {
-        bail!("give either -p/--pid or a command after --, not both");
+        return Err(SpecError::PidsAndCommand.into());
     }
     Ok(())
 }
@@ -18,26 +17,21 @@ pub fn check_processes(pids: &[u32], command: &[String]) -> anyhow::Result<()> {
 /// returns the filters as the probes compare them.
 pub fn validate(spec: &SessionSpec) -> anyhow::Result<Filters> {
     let probe = &spec.probe;
-    if probe.functions.is_empty() && probe.syscalls.is_empty() {
-        bail!("nothing to measure: give --fn FUNC or --syscall NAME (see hotprof --help)");
-    }
-    if !probe.functions.is_empty() && !probe.syscalls.is_empty() {
-        bail!("--fn and --syscall cannot be combined in one run");
-    }
     check_processes(&probe.filter.pids, &spec.command)?;
-    if !probe.syscalls.is_empty() && probe.by.fields().contains(&ByField::Caller) {
-        bail!("--by caller needs --fn: a syscall's caller is user space");
+    let syscalls = matches!(probe.targets, Targets::Syscalls(_));
+    if syscalls && probe.by.fields().contains(&ByField::Caller) {
+        return Err(SpecError::SyscallCallerKey.into());
     }
-    if !probe.syscalls.is_empty()
+    if syscalls
         && probe
             .condition
             .as_ref()
             .is_some_and(FilterExpr::reads_caller)
     {
-        bail!("--filter on caller needs --fn: a syscall's caller is user space");
+        return Err(SpecError::SyscallCallerFilter.into());
     }
     if !probe.by.is_empty() && probe.max_keys == 0 {
-        bail!("--max-keys must be at least 1");
+        return Err(SpecError::NoKeyRoom.into());
     }
     validate_filters(&probe.filter)
 }
@@ -55,12 +49,12 @@ pub fn check_system(command: &[String]) -> anyhow::Result<()> {
 /// Fails unless `pid` (`-p`) is a running process other than this hotprof.
 pub fn check_pid(pid: u32) -> anyhow::Result<()> {
     if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-        bail!("no process with pid {pid}");
+        return Err(SpecError::NoProcess(pid).into());
     }
     // The probes never see hotprof's own calls: they take a traced process tree not to hold
     // it (`wanted_task` in the eBPF programs).
     if pid == std::process::id() {
-        bail!("-p {pid} is this hotprof itself, whose own calls are never traced");
+        return Err(SpecError::Itself(pid).into());
     }
     Ok(())
 }
@@ -73,7 +67,8 @@ fn validate_filters(filter: &FilterSpec) -> anyhow::Result<Filters> {
     if let Some(cpu) = filter.cpu {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
         if cpu >= cpus {
-            bail!("--cpu {cpu}: this machine has CPUs 0..{}", cpus - 1);
+            let last = cpus - 1;
+            return Err(SpecError::NoCpu { cpu, last }.into());
         }
     }
     let comm = match &filter.comm {
@@ -84,10 +79,12 @@ fn validate_filters(filter: &FilterSpec) -> anyhow::Result<Filters> {
         None => None,
         Some(path) => {
             use std::os::unix::fs::MetadataExt as _;
-            let meta =
-                std::fs::metadata(path).with_context(|| format!("--cgroup {}", path.display()))?;
+            let meta = std::fs::metadata(path).map_err(|source| SpecError::Cgroup {
+                path: path.clone(),
+                source,
+            })?;
             if !meta.is_dir() {
-                bail!("--cgroup {}: not a cgroup directory", path.display());
+                return Err(SpecError::NotCgroup { path: path.clone() }.into());
             }
             Some(meta.ino())
         }
@@ -98,7 +95,7 @@ fn validate_filters(filter: &FilterSpec) -> anyhow::Result<Filters> {
 /// A command name as the kernel keeps it: 1 to 15 bytes, NUL-padded to 16.
 fn comm_bytes(comm: &str) -> anyhow::Result<[u8; 16]> {
     if comm.is_empty() || comm.len() > 15 {
-        bail!("--comm '{comm}': a command name has 1 to 15 bytes");
+        return Err(SpecError::Comm(comm.to_owned()).into());
     }
     let mut bytes = [0u8; 16];
     bytes[..comm.len()].copy_from_slice(comm.as_bytes());
@@ -111,28 +108,36 @@ mod tests {
     use super::*;
 
     fn spec(functions: &[&str], syscalls: &[&str]) -> SessionSpec {
+        let names = |names: &[&str]| names.iter().map(|s| s.to_string()).collect();
+        let targets = match (functions, syscalls) {
+            (_, []) => Targets::Functions(names(functions)),
+            _ => Targets::Syscalls(names(syscalls)),
+        };
         SessionSpec {
             probe: ProbeSpec {
-                functions: functions.iter().map(|s| s.to_string()).collect(),
-                syscalls: syscalls.iter().map(|s| s.to_string()).collect(),
+                targets,
                 ..ProbeSpec::default()
             },
             ..SessionSpec::default()
         }
     }
 
-    fn error(result: anyhow::Result<Filters>) -> String {
+    fn error(result: anyhow::Result<Filters>) -> SpecError {
         match result {
             Ok(_) => panic!("accepted"),
-            Err(err) => err.to_string(),
+            Err(err) => err.downcast().expect("a SpecError"),
         }
     }
 
     #[test]
-    fn something_to_measure_and_only_one_kind() {
-        assert!(error(validate(&spec(&[], &[]))).starts_with("nothing to measure"));
-        assert!(error(validate(&spec(&["vfs_read"], &["getpid"]))).contains("cannot be combined"));
+    fn a_syscall_has_no_kernel_caller() {
         assert!(validate(&spec(&["vfs_read"], &[])).is_ok());
+        let mut by_caller = spec(&[], &["getpid"]);
+        by_caller.probe.by = crate::model::KeySpec::new(vec![ByField::Caller]).unwrap();
+        assert!(matches!(
+            error(validate(&by_caller)),
+            SpecError::SyscallCallerKey
+        ));
     }
 
     #[test]
@@ -140,7 +145,7 @@ mod tests {
         let mut both = spec(&["vfs_read"], &[]);
         both.probe.filter.pids = vec![1];
         both.command = vec!["true".into()];
-        assert!(error(validate(&both)).contains("either -p/--pid or a command"));
+        assert!(matches!(error(validate(&both)), SpecError::PidsAndCommand));
         assert!(check_processes(&[1], &[]).is_ok());
         assert!(check_processes(&[], &["true".into()]).is_ok());
     }
@@ -149,20 +154,32 @@ mod tests {
     fn filters_are_checked_against_the_system() {
         let mut no_pid = spec(&["vfs_read"], &[]);
         no_pid.probe.filter.pids = vec![u32::MAX];
-        assert!(error(validate(&no_pid)).contains("no process with pid"));
+        assert!(matches!(
+            error(validate(&no_pid)),
+            SpecError::NoProcess(u32::MAX)
+        ));
         // The probes take hotprof never to be in the traced process tree.
         let mut itself = spec(&["vfs_read"], &[]);
         itself.probe.filter.pids = vec![std::process::id()];
-        assert!(error(validate(&itself)).contains("is this hotprof itself"));
+        assert!(matches!(error(validate(&itself)), SpecError::Itself(_)));
         let mut cpu = spec(&["vfs_read"], &[]);
         cpu.probe.filter.cpu = Some(100_000);
-        assert!(error(validate(&cpu)).starts_with("--cpu 100000: this machine has CPUs 0.."));
+        assert!(matches!(
+            error(validate(&cpu)),
+            SpecError::NoCpu { cpu: 100_000, .. }
+        ));
         let mut cgroup = spec(&["vfs_read"], &[]);
         cgroup.probe.filter.cgroup = Some("/proc/self/status".into());
-        assert!(error(validate(&cgroup)).contains("not a cgroup directory"));
+        assert!(matches!(
+            error(validate(&cgroup)),
+            SpecError::NotCgroup { .. }
+        ));
         let mut missing = spec(&["vfs_read"], &[]);
         missing.probe.filter.cgroup = Some("/no/such/cgroup".into());
-        assert!(error(validate(&missing)).starts_with("--cgroup /no/such/cgroup"));
+        assert!(matches!(
+            error(validate(&missing)),
+            SpecError::Cgroup { path, .. } if path == std::path::Path::new("/no/such/cgroup")
+        ));
     }
 
     #[test]

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use aya::maps::HashMap;
-use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::task::JoinHandle;
 
+use crate::attach::AttachSignals;
 use crate::flame::SavedMaps;
 use crate::workload::Workload;
 
@@ -165,25 +165,41 @@ impl Followed {
     }
 }
 
-/// SIGINT and SIGTERM, held for the whole run so neither ends hotprof before it detaches.
+/// SIGINT and SIGTERM, caught for the whole run so neither ends hotprof before it detaches:
+/// the attach steps' catching ([`AttachSignals`]), held from before anything is attached to
+/// the report. A signal during attaching stops it there; one after ends the run's loop.
 pub struct Signals {
-    int: Signal,
-    term: Signal,
+    _caught: AttachSignals,
+    /// How often the loop looks for a noted signal: the handler can only store it.
+    poll: tokio::time::Interval,
 }
 
 impl Signals {
+    /// How long a signal may wait before the run's loop sees it.
+    const POLL: Duration = Duration::from_millis(20);
+
     pub fn new() -> anyhow::Result<Self> {
         Ok(Self {
-            int: signal(SignalKind::interrupt())?,
-            term: signal(SignalKind::terminate())?,
+            _caught: AttachSignals::catch(),
+            poll: tokio::time::interval(Self::POLL),
         })
     }
 
     /// The next SIGINT or SIGTERM: the signal's number.
     pub async fn recv(&mut self) -> i32 {
-        tokio::select! {
-            _ = self.int.recv() => libc::SIGINT,
-            _ = self.term.recv() => libc::SIGTERM,
+        loop {
+            if let Some(signal) = AttachSignals::take() {
+                return signal;
+            }
+            self.poll.tick().await;
         }
+    }
+}
+
+impl Drop for Signals {
+    /// A signal after the loop ended (while detaching, calibrating or reporting) is dropped,
+    /// not raised again: the run ends as it was ending anyway.
+    fn drop(&mut self) {
+        let _ = AttachSignals::take();
     }
 }

@@ -1,7 +1,7 @@
 //! `hotprof serve`: the probes of a recording, exposed as a Prometheus scrape endpoint.
 //!
 //! Attaches exactly as the default (record) command does ([`crate::session::validate`],
-//! [`crate::session::attach`]), then answers `GET /metrics` ([`http`]) with the
+//! [`crate::session::Run::start`]), then answers `GET /metrics` ([`http`]) with the
 //! recording read fresh from the kernel maps on every scrape. The maps are cumulative and
 //! never cleared, which is what Prometheus counters and histograms must be: `rate()` and
 //! `histogram_quantile()` over any window work on the scraper's side. On SIGINT/SIGTERM the
@@ -21,10 +21,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 
-use super::args::{DEFAULT_STACK_MAP_SIZE, ProbeArgs};
-use crate::attach::{self, AttachedMode};
-use crate::model::{Recording, TaskStore};
-use crate::session::{self, Attached, Followed, KeyNames, Probed, Session, SessionSpec, Signals};
+use super::args::{DEFAULT_STACK_MAP_SIZE, ProbeArgs, worded};
+use crate::model::Recording;
+use crate::session::{self, Run, SessionSpec, Signals};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -72,54 +71,20 @@ impl ServeArgs {
     }
 }
 
-/// The live probes as the scrape handler reads them. `ebpf` and `links` are taken (`None`) at
-/// shutdown, which detaches everything even if a connection still holds the router.
+/// The live run as the scrape handler reads it. Taken (`None`) at shutdown, which detaches
+/// everything even if a connection still holds the router.
 struct Live {
-    ebpf: Mutex<Option<aya::Ebpf>>,
-    /// The kprobe links, read for their own `missed` counts (kprobe.multi/session).
-    links: Mutex<Option<attach::KprobeLinks>>,
-    probed: Vec<Probed>,
-    mode: AttachedMode,
-    task_store: TaskStore,
-    overhead: Option<crate::calibrate::Overhead>,
-    command: Vec<String>,
-    keys: KeyNames,
-    condition: Option<crate::model::FilterExpr>,
+    run: Mutex<Option<Run>>,
     started: Instant,
 }
 
 impl Live {
-    fn session(&self) -> Session<'_> {
-        Session {
-            probed: &self.probed,
-            mode: self.mode,
-            task_store: self.task_store,
-            overhead: self.overhead,
-            off_cpu: false,
-            command: &self.command,
-            keys: &self.keys,
-            condition: self.condition.as_ref(),
-        }
-    }
-
     /// The cumulative recording since attach, read from the maps now.
     fn recording(&self) -> Result<Recording, String> {
-        let mut guard = self.ebpf.lock().map_err(|_| "map reader panicked")?;
-        let ebpf = guard.as_mut().ok_or("hotprof is shutting down")?;
-        let mut snapshot = crate::collect::snapshot(ebpf, self.probed.len())
-            .map_err(|e| format!("cannot read the maps: {e:#}"))?;
-        snapshot.open_frames = crate::collect::open_frames(ebpf, self.task_store)
-            .map_err(|e| format!("cannot count the calls in flight: {e:#}"))?
-            + snapshot.session_calls();
-        let recursion_missed = attach::recursion_misses(ebpf);
-        drop(guard);
-        // One syscall per link: not under the maps' lock.
-        let link_missed = match self.links.lock() {
-            Ok(links) => links.as_ref().map_or(0, attach::link_misses),
-            Err(_) => return Err("link reader panicked".into()),
-        };
-        let kernel_missed = recursion_missed + link_missed;
-        let mut recording = self.session().recording(&snapshot, self.started.elapsed());
+        let mut guard = self.run.lock().map_err(|_| "map reader panicked")?;
+        let run = guard.as_mut().ok_or("hotprof is shutting down")?;
+        let (snapshot, kernel_missed) = run.snapshot_in_flight().map_err(|e| format!("{e:#}"))?;
+        let mut recording = run.recording(&snapshot, self.started.elapsed());
         recording.losses.kernel_missed = kernel_missed;
         Ok(recording)
     }
@@ -129,57 +94,30 @@ impl Live {
 /// is one, else 0).
 pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
     let spec = args.session_spec()?;
-    let filter = session::validate(&spec)?;
+    let filter = session::validate(&spec).map_err(worded)?;
     session::check_system(&args.command)?;
     let listener = http::bind(args.listen).await?;
     let address = listener.local_addr().context("listening socket")?;
     let mut signals = Signals::new()?;
-    // `links` is bound by name: a `..` would drop the kprobe links, detaching them, here.
-    let Attached {
-        mut ebpf,
-        links,
-        probed,
-        mode,
-        task_store,
-        calibration,
-        keys,
-        ..
-    } = session::attach(&spec, filter)?;
+    let mut run = Run::start(&spec, &filter).map_err(worded)?;
     // While the probes run: the overhead is exported from the start.
-    let overhead = calibration.and_then(|c| c.measure_or_note());
-    let mut workload = Followed::spawn(&mut ebpf, &args.command, &args.probe.filter.pids)?;
+    run.calibrate_now();
+    let mut workload = run.follow(&args.command, &args.probe.filter.pids)?;
     let started = Instant::now();
     workload.release()?;
-    let what = Session {
-        probed: &probed,
-        mode,
-        task_store,
-        overhead,
-        off_cpu: false,
-        command: &args.command,
-        keys: &keys,
-        condition: args.probe.condition.as_ref(),
-    }
-    .attached();
+    let what = run.layout().attached();
     let index = format!(
         "hotprof {} exporter: {what}: {}\n\n/metrics  Prometheus metrics (OpenMetrics if the Accept header asks for it)\n",
         env!("CARGO_PKG_VERSION"),
-        probed
+        run.layout()
+            .probed
             .iter()
             .map(|p| p.name.as_str())
             .collect::<Vec<_>>()
             .join(", ")
     );
     let live = Arc::new(Live {
-        ebpf: Mutex::new(Some(ebpf)),
-        links: Mutex::new(Some(links)),
-        probed,
-        mode,
-        task_store,
-        overhead,
-        command: args.command.clone(),
-        keys,
-        condition: args.probe.condition.clone(),
+        run: Mutex::new(Some(run)),
         started,
     });
     let source: http::RecordingSource = {
@@ -199,7 +137,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
     eprintln!(
         "hotprof: serving http://{address}/metrics: {what}{}",
         if workload.is_some() {
-            format!(", running: {}", live.command.join(" "))
+            format!(", running: {}", args.command.join(" "))
         } else {
             ", SIGINT/SIGTERM to stop".into()
         }
@@ -235,31 +173,22 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
         let _ = tokio::time::timeout(Duration::from_secs(3), &mut server).await;
     }
     server.abort();
-    // The links first: taking the maps can fail, and the links must not stay in `live`,
-    // which an open connection may still hold.
-    let links = live
-        .links
-        .lock()
-        .map_err(|_| anyhow::anyhow!("link reader panicked"))?
-        .take()
-        .unwrap_or_default();
-    let mut ebpf = live
-        .ebpf
+    let run = live
+        .run
         .lock()
         .map_err(|_| anyhow::anyhow!("map reader panicked"))?
         .take()
         .context("probes already detached")?;
-    let snapshot = crate::collect::final_snapshot(&mut ebpf, live.probed.len(), live.task_store)?;
-    let kernel_missed = attach::recursion_misses(&ebpf) + attach::link_misses(&links);
     // Detach every probe before printing.
-    drop(links);
-    drop(ebpf);
+    let finished = run.finish()?;
     // Stopped by a signal while the workload ran: it was told to stop; reap it.
     if let Some(code) = workload.reap().await {
         exit_code = code;
     }
-    let mut recording = live.session().recording(&snapshot, started.elapsed());
-    recording.losses.kernel_missed = kernel_missed;
+    let mut recording = finished
+        .layout
+        .recording(&finished.snapshot, started.elapsed());
+    recording.losses.kernel_missed = finished.kernel_missed;
     eprintln!(
         "hotprof: stopped serving after {} scrape(s)",
         scrapes.load(Ordering::Relaxed)
