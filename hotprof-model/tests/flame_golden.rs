@@ -269,6 +269,7 @@ fn records_fold_and_draw_as_pinned() {
             pid: 100,
             total_ns: 7_000_000,
             count: 700,
+            leaf: None,
         },
         // Same stacks from another thread of the same process: merged.
         StackRecord {
@@ -285,6 +286,7 @@ fn records_fold_and_draw_as_pinned() {
             pid: 100,
             total_ns: 3_000_000,
             count: 300,
+            leaf: None,
         },
         // An address in no function (past the data symbol) and an unnamed user address.
         StackRecord {
@@ -300,6 +302,17 @@ fn records_fold_and_draw_as_pinned() {
             pid: 200,
             total_ns: 1_500_000,
             count: 1000,
+            leaf: None,
+        },
+        // A `--syscall` run's stack: it ends in the entry code; the syscall is the leaf.
+        StackRecord {
+            kernel: vec![do_syscall, syscall],
+            user: vec![0x404004],
+            comm: "syscall lat 2".into(),
+            pid: 200,
+            total_ns: 500_000,
+            count: 250,
+            leaf: Some("getpid [syscall]".into()),
         },
         // Kernel-only (no user stack captured).
         StackRecord {
@@ -330,9 +343,17 @@ fn records_fold_and_draw_as_pinned() {
     check_svg("pipeline.svg", &svg, total_ns, "ns");
 
     let by_count = fold(&records, Weight::Count, &names);
-    assert_eq!(total_weight(&by_count), Some(2001));
+    let calls: u64 = records.iter().map(|r| r.count).sum();
+    assert_eq!((calls, total_weight(&by_count)), (2251, Some(2251)));
     let svg = render_flamegraph(&by_count, "calls", None, Weight::Count.count_name()).unwrap();
-    check_svg("pipeline by count", &svg, 2001, "calls");
+    check_svg("pipeline by count", &svg, calls, "calls");
+    // The syscall is a leaf frame of its own, in the folded line and in the picture.
+    let syscall_line = by_count
+        .iter()
+        .find(|(stack, _)| stack.ends_with(";getpid [syscall]_[k]"))
+        .expect("a line ending in the syscall's frame");
+    assert_eq!(syscall_line.1, 250);
+    assert!(String::from_utf8_lossy(&svg).contains("getpid [syscall]"));
 }
 
 #[test]

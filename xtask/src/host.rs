@@ -143,6 +143,65 @@ pub fn no_kprobes_error() -> Result<()> {
     Ok(())
 }
 
+/// A two-syscall `--stacks` run: each syscall is a leaf frame of its own (`getpid [syscall]`),
+/// with exactly the workload's calls under it in the folded file, and both in the SVG.
+pub fn syscall_flamegraph_leaves() -> Result<()> {
+    const GETPIDS: u64 = 3_000;
+    const GETPPIDS: u64 = 1_000;
+    let (hotprof, syscall_lat) = binaries()?;
+    let dir = std::env::temp_dir().join(format!("hotprof-leaves-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let (folded, svg) = (dir.join("two.folded"), dir.join("two.svg"));
+    let lat = syscall_lat.display();
+    let out = output(
+        Command::new(&hotprof)
+            .args([
+                "--syscall",
+                "getpid",
+                "--syscall",
+                "getppid",
+                "--weight",
+                "count",
+            ])
+            .arg("--folded")
+            .arg(&folded)
+            .arg("--flamegraph")
+            .arg(&svg)
+            .args(["--", "sh", "-c"])
+            .arg(format!(
+                "{lat} {GETPIDS} && {lat} {GETPPIDS} --call getppid"
+            )),
+    )?;
+    ensure!(
+        out.status.success(),
+        "hotprof failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&folded)?;
+    let calls = |leaf: &str| -> u64 {
+        text.lines()
+            .filter(|line| line.starts_with("syscall_lat"))
+            .filter_map(|line| line.rsplit_once(' '))
+            .filter(|(stack, _)| stack.ends_with(&format!(";{leaf}_[k]")))
+            .filter_map(|(_, weight)| weight.parse::<u64>().ok())
+            .sum()
+    };
+    let counted = (calls("getpid [syscall]"), calls("getppid [syscall]"));
+    ensure!(
+        counted == (GETPIDS, GETPPIDS),
+        "the folded file has {counted:?} calls under the two syscall leaves, want \
+         ({GETPIDS}, {GETPPIDS}):\n{text}"
+    );
+    let picture = std::fs::read_to_string(&svg)?;
+    ensure!(
+        picture.contains("getpid [syscall]") && picture.contains("getppid [syscall]"),
+        "the flamegraph does not name both syscalls"
+    );
+    std::fs::remove_dir_all(&dir)?;
+    println!("  getpid [syscall] {GETPIDS} calls, getppid [syscall] {GETPPIDS}: exact");
+    Ok(())
+}
+
 /// `hotprof list` says what a run would get, as `hotprof doctor` does: on a host whose kernel
 /// refuses fentry (doctor's fentry row "no"), every function's fentry column is "no", and it
 /// is "no" only then.

@@ -106,6 +106,11 @@ const HOST_CHECKS: &[HostCheck] = &[
         run: host::no_kprobes_error,
     },
     HostCheck {
+        name: "host_syscall_leaves",
+        about: "a two-syscall --stacks run: each syscall its own leaf frame, exact calls under it",
+        run: host::syscall_flamegraph_leaves,
+    },
+    HostCheck {
         name: "host_list_agrees",
         about: "hotprof list's fentry column says what doctor's fentry try found",
         run: host::list_agrees_with_doctor,

@@ -36,6 +36,9 @@ pub struct StackRecord {
     pub total_ns: u64,
     /// Number of calls (or samples) with this stack.
     pub count: u64,
+    /// A kernel frame below the last address that no address names: the syscall of a
+    /// `--syscall` run (`getpid [syscall]`), whose stacks end in the syscall entry code.
+    pub leaf: Option<String>,
 }
 
 /// What a folded line's weight — and so a frame's width — measures.
@@ -101,6 +104,11 @@ pub fn fold(records: &[StackRecord], weight: Weight, names: &dyn FrameNames) -> 
         for &address in kernel.iter().rev() {
             stack.push(';');
             stack.push_str(&sanitize_frame(&names.kernel_frame(address)));
+            stack.push_str(KERNEL_SUFFIX);
+        }
+        if let Some(leaf) = &record.leaf {
+            stack.push(';');
+            stack.push_str(&sanitize_frame(leaf));
             stack.push_str(KERNEL_SUFFIX);
         }
         let total = merged.entry(stack).or_insert(0);
@@ -523,6 +531,7 @@ mod tests {
             pid: 42,
             total_ns,
             count,
+            leaf: None,
         }
     }
 

@@ -76,6 +76,7 @@ mod tests {
             pid: 7,
             total_ns: 99,
             count: 1,
+            leaf: None,
         };
         assert_eq!(
             fold(&[record], Weight::LatencyNs, &symbols),
@@ -105,6 +106,7 @@ mod tests {
             comm: "t".into(),
             pid: std::process::id(),
             count: 3,
+            leaf: None,
             ..Default::default()
         };
         let folded = fold(&[record], Weight::Count, &symbols);

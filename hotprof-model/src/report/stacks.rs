@@ -152,19 +152,38 @@ pub fn without_probe_frames(
     kept
 }
 
-/// Turns collected stacks into records whose kernel stack ends (leaf first) at the probed
-/// function `leaf` (name and address), whatever mechanism captured it.
+/// What one slot's stacks end in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Leaf<'a> {
+    /// A probed function (name and address): its frame, inserted where the mechanism left it
+    /// out.
+    Function(&'a str, u64),
+    /// A syscall timed at its tracepoints: its stacks end in the syscall entry code (the
+    /// tracepoint's own frames cut), so a frame `NAME [syscall]` names it.
+    Syscall(&'a str),
+    /// A slot without a known target: the stack as captured, less the probe's frames.
+    Unknown,
+}
+
+/// Turns collected stacks into records whose kernel stack ends (leaf first) at `leaf`,
+/// whatever mechanism captured it.
 pub fn records_for(
     stacks: &[CollectedStack],
     func: u32,
-    leaf: Option<(&str, u64)>,
+    leaf: Leaf,
     kernel: &KernelSymbolizer,
 ) -> Vec<StackRecord> {
+    let (function, named) = match leaf {
+        Leaf::Function(name, address) => (Some((name, address)), None),
+        Leaf::Syscall(name) => (None, Some(format!("{name} [syscall]"))),
+        Leaf::Unknown => (None, None),
+    };
     stacks
         .iter()
         .filter(|s| s.func == func)
         .map(|s| StackRecord {
-            kernel: without_probe_frames(s.kernel.clone(), leaf, kernel),
+            kernel: without_probe_frames(s.kernel.clone(), function, kernel),
+            leaf: named.clone(),
             ..record(s)
         })
         .collect()
@@ -212,6 +231,7 @@ fn record(stack: &CollectedStack) -> StackRecord {
         pid: stack.tgid,
         total_ns: stack.total_ns,
         count: stack.count,
+        leaf: None,
     }
 }
 
@@ -265,6 +285,7 @@ pub fn top_table(
         std::collections::HashMap::new();
     for record in records {
         let leaf = match (record.kernel.first(), record.user.first()) {
+            _ if record.leaf.is_some() => format!("[k] {}", record.leaf.as_deref().unwrap_or("")),
             (Some(&address), _) => format!("[k] {}", kernel.frame_name(address)),
             (None, Some(&address)) => match &user {
                 Some(user) => format!("[.] {}", user.symbolize(record.pid, &[address]).remove(0)),
@@ -365,7 +386,7 @@ ffffffffc0a01000 t ext4_file_read_iter\t[ext4]\n";
             900,
             3,
         )];
-        let records = records_for(&stacks, 0, Some(("vfs_read", VFS_READ)), &kernel());
+        let records = records_for(&stacks, 0, Leaf::Function("vfs_read", VFS_READ), &kernel());
         assert_eq!(
             records,
             [StackRecord {
@@ -375,6 +396,7 @@ ffffffffc0a01000 t ext4_file_read_iter\t[ext4]\n";
                 pid: 42,
                 total_ns: 900,
                 count: 3,
+                leaf: None,
             }]
         );
     }
@@ -480,7 +502,7 @@ ffffffff81007000 D __start_rodata\n";
             // A stack that was lost: the probed function alone.
             stack(0, &[], 1, 1),
         ];
-        let records = records_for(&stacks, 0, Some(("vfs_read", VFS_READ)), &kernel());
+        let records = records_for(&stacks, 0, Leaf::Function("vfs_read", VFS_READ), &kernel());
         assert_eq!(
             kernel_frames(&records),
             [
@@ -498,7 +520,7 @@ ffffffff81007000 D __start_rodata\n";
             stack(1, &[KPROBE_HANDLER, EXT4_READ, VFS_READ], 20, 2),
             stack(1, &[EXT4_READ], 30, 3),
         ];
-        let records = records_for(&stacks, 1, None, &kernel());
+        let records = records_for(&stacks, 1, Leaf::Unknown, &kernel());
         assert_eq!(
             kernel_frames(&records),
             [vec![EXT4_READ, VFS_READ], vec![EXT4_READ]]
@@ -507,7 +529,34 @@ ffffffff81007000 D __start_rodata\n";
             records.iter().map(|r| r.total_ns).collect::<Vec<_>>(),
             [20, 30]
         );
-        assert!(records_for(&stacks, 2, None, &kernel()).is_empty());
+        assert!(records_for(&stacks, 2, Leaf::Unknown, &kernel()).is_empty());
+    }
+
+    /// Two syscalls' stacks end in the same entry code: each ends in a frame naming its
+    /// syscall, so they stay two leaves with their own calls (not one merged tower).
+    #[test]
+    fn syscall_stacks_end_in_a_frame_naming_the_syscall() {
+        let stacks = [
+            stack(0, &[KSYS_READ, SYSCALL], 70, 7),
+            stack(1, &[KSYS_READ, SYSCALL], 30, 3),
+        ];
+        let mut records = records_for(&stacks, 0, Leaf::Syscall("getpid"), &kernel());
+        records.extend(records_for(&stacks, 1, Leaf::Syscall("getppid"), &kernel()));
+        assert_eq!(
+            kernel_frames(&records),
+            [vec![KSYS_READ, SYSCALL], vec![KSYS_READ, SYSCALL]]
+        );
+        let folded = fold(&records, Weight::Count, &kernel(), None);
+        let leaves: Vec<(&str, u64)> = folded
+            .iter()
+            .map(|(stack, weight)| (stack.rsplit(';').next().unwrap_or(""), *weight))
+            .collect();
+        assert_eq!(
+            leaves,
+            [("getpid [syscall]_[k]", 7), ("getppid [syscall]_[k]", 3)]
+        );
+        let table = top_table(&records, &kernel(), None, 5);
+        assert!(table.contains("[k] getpid [syscall]"), "{table}");
     }
 
     #[test]
@@ -519,7 +568,7 @@ ffffffff81007000 D __start_rodata\n";
             stack(0, &[KPROBE_HANDLER, SYSCALL], 50, 0),
         ];
         let kernel = kernel();
-        let records = records_for(&stacks, 0, Some(("vfs_read", VFS_READ)), &kernel);
+        let records = records_for(&stacks, 0, Leaf::Function("vfs_read", VFS_READ), &kernel);
         let read = "cat;[unknown];do_syscall_64_[k];ksys_read_[k];vfs_read_[k]";
         let direct = "cat;[unknown];do_syscall_64_[k];vfs_read_[k]";
         assert_eq!(
@@ -543,7 +592,7 @@ ffffffff81007000 D __start_rodata\n";
         ];
         crate::model::weight_sampled(&mut stacks, 8);
         let kernel = kernel();
-        let records = records_for(&stacks, 0, Some(("vfs_read", VFS_READ)), &kernel);
+        let records = records_for(&stacks, 0, Leaf::Function("vfs_read", VFS_READ), &kernel);
         let read = "cat;[unknown];do_syscall_64_[k];ksys_read_[k];vfs_read_[k]";
         let direct = "cat;[unknown];do_syscall_64_[k];vfs_read_[k]";
         assert_eq!(
@@ -639,6 +688,7 @@ ffffffff81007000 D __start_rodata\n";
             pid: 42,
             total_ns: 0,
             count,
+            leaf: None,
         }
     }
 

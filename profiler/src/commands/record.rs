@@ -452,7 +452,9 @@ fn outputs(
     let flamegraph = match stacks {
         Some(stacks) => {
             let user = plan.session.stacks == StackCapture::KernelAndUser;
-            write_stacks(outputs, recording, &stacks, targets, user.then_some(maps))?
+            let syscalls = matches!(plan.session.probe.targets, session::Targets::Syscalls(_));
+            let slots = Slots { targets, syscalls };
+            write_stacks(outputs, recording, &stacks, slots, user.then_some(maps))?
         }
         None => None,
     };
@@ -490,13 +492,33 @@ fn displayed(recording: &Recording, subtract_bias: bool) -> std::borrow::Cow<'_,
     }
 }
 
+/// What the slots of a `--stacks` run measured: functions (their targets), or syscalls.
+#[derive(Clone, Copy)]
+struct Slots<'a> {
+    targets: &'a [crate::resolve::Target],
+    syscalls: bool,
+}
+
+impl<'a> Slots<'a> {
+    /// The frame slot `id`'s stacks end in: the probed function, or the syscall (its name is
+    /// the recording's function name), whose tracepoint stacks otherwise end in entry code.
+    fn leaf(self, id: usize, recording: &'a Recording) -> report::stacks::Leaf<'a> {
+        use report::stacks::Leaf;
+        match (self.targets.get(id), recording.functions.get(id)) {
+            (Some(target), _) => Leaf::Function(&target.symbol, target.address),
+            (None, Some(function)) if self.syscalls => Leaf::Syscall(&function.name),
+            _ => Leaf::Unknown,
+        }
+    }
+}
+
 /// `--stacks` outputs: a top-stacks summary, `--folded`, `--pprof` and `--flamegraph`.
 /// Returns the flamegraph SVG (for `--html`), rendered whenever an output wants it.
 fn write_stacks(
     outputs: &Outputs,
     recording: &Recording,
     stacks: &[collect::CollectedStack],
-    targets: &[crate::resolve::Target],
+    slots: Slots,
     user: Option<&crate::flame::SavedMaps>,
 ) -> anyhow::Result<Option<Vec<u8>>> {
     use crate::flame::Weight;
@@ -509,9 +531,9 @@ fn write_stacks(
     };
     let mut records = Vec::new();
     // One slot per function, syscall or call site (each site of a function has its own).
-    let slots = targets.len().max(recording.functions.len());
-    for id in 0..slots {
-        let leaf = targets.get(id).map(|t| (t.symbol.as_str(), t.address));
+    let count = slots.targets.len().max(recording.functions.len());
+    for id in 0..count {
+        let leaf = slots.leaf(id, recording);
         records.extend(out::records_for(stacks, id as u32, leaf, &kernel));
     }
     let folded = out::fold(&records, weight, &kernel, user);
