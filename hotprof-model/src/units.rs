@@ -6,6 +6,11 @@ use std::time::Duration;
 /// is what makes `--min-latency 100` unambiguous.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
+    if text.starts_with('-') {
+        return Err(format!(
+            "invalid duration '{text}': a duration cannot be negative"
+        ));
+    }
     let split = text
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .ok_or_else(|| format!("invalid duration '{text}': missing unit (ns, us, ms, s, m, h)"))?;
@@ -94,6 +99,18 @@ mod tests {
             assert!(error.starts_with("invalid duration"), "{bad}: {error}");
         }
         assert!(parse_positive_duration("0s").is_err());
+    }
+
+    #[test]
+    fn a_negative_duration_is_named_as_such() {
+        assert_eq!(
+            parse_duration("-5s"),
+            Err("invalid duration '-5s': a duration cannot be negative".into())
+        );
+        assert_eq!(
+            parse_positive_duration("0s"),
+            Err("invalid duration '0s': must be greater than zero".into())
+        );
     }
 
     #[test]

@@ -47,7 +47,18 @@ fn argument_errors_need_no_privileges() {
             &["--fn", "vfs_read", "--duration", "abc"],
             "invalid duration",
         ),
-        (&["--fn", "vfs_read", "--interval", "-1s"], "'-1'"),
+        (
+            &["--fn", "vfs_read", "--interval", "-1s"],
+            "a duration cannot be negative",
+        ),
+        (
+            &["--fn", "vfs_read", "--duration", "-5s"],
+            "a duration cannot be negative",
+        ),
+        (
+            &["sample", "--duration", "-1s"],
+            "a duration cannot be negative",
+        ),
         (
             &["--fn", "vfs_read", "--min-latency", "10 parsecs"],
             "invalid duration",

@@ -143,8 +143,9 @@ pub fn no_kprobes_error() -> Result<()> {
     Ok(())
 }
 
-/// A two-syscall `--stacks` run: each syscall is a leaf frame of its own (`getpid [syscall]`),
-/// with exactly the workload's calls under it in the folded file, and both in the SVG.
+/// A two-syscall `--stacks` run (`--syscall getpid,getppid`): each syscall is a leaf frame of
+/// its own (`getpid [syscall]`), with exactly the workload's calls under it in the folded
+/// file, and both in the SVG.
 pub fn syscall_flamegraph_leaves() -> Result<()> {
     const GETPIDS: u64 = 3_000;
     const GETPPIDS: u64 = 1_000;
@@ -155,14 +156,8 @@ pub fn syscall_flamegraph_leaves() -> Result<()> {
     let lat = syscall_lat.display();
     let out = output(
         Command::new(&hotprof)
-            .args([
-                "--syscall",
-                "getpid",
-                "--syscall",
-                "getppid",
-                "--weight",
-                "count",
-            ])
+            // A comma list, as `--help` says a repeatable option takes.
+            .args(["--syscall", "getpid,getppid", "--weight", "count"])
             .arg("--folded")
             .arg(&folded)
             .arg("--flamegraph")

@@ -23,13 +23,14 @@ pub const DEFAULT_STACK_MAP_SIZE: u32 = 16384;
 /// What to probe and whose calls count: shared by the default command and `serve`.
 #[derive(Debug, Args)]
 pub struct ProbeArgs {
-    /// Kernel function (or glob) to time; repeat for several. GCC clones (.isra/.constprop/
-    /// .part) are resolved automatically.
-    #[arg(long = "fn", value_name = "FUNC|GLOB")]
+    /// Kernel function (or glob) to time; repeat, or separate with commas, for several. GCC
+    /// clones (.isra/.constprop/.part) are resolved automatically.
+    #[arg(long = "fn", value_name = "FUNC|GLOB", value_delimiter = ',')]
     pub functions: Vec<String>,
 
-    /// Syscall to time via its sys_enter/sys_exit tracepoints (no kprobes needed).
-    #[arg(long = "syscall", value_name = "NAME")]
+    /// Syscall to time via its sys_enter/sys_exit tracepoints (no kprobes needed); repeat, or
+    /// separate with commas (`getpid,read`), for several.
+    #[arg(long = "syscall", value_name = "NAME", value_delimiter = ',')]
     pub syscalls: Vec<String>,
 
     /// Probe mechanism for --fn.
@@ -43,7 +44,7 @@ pub struct ProbeArgs {
     pub syscall_mode: SyscallModeArg,
 
     /// Ignore calls faster than this (they are still counted).
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION", allow_hyphen_values = true)]
     pub min_latency: Option<Duration>,
 
     /// Skip measuring hotprof's own per-call overhead at start-up.
@@ -64,9 +65,9 @@ pub struct ProbeArgs {
     #[arg(long)]
     pub no_kprobe_session: bool,
 
-    /// Call-site mode: only the call sites in callers matching this glob (`_copy_to_user`
-    /// has hundreds).
-    #[arg(long, value_name = "GLOB")]
+    /// Call-site mode: only the call sites in callers matching this glob, or any of several
+    /// separated by commas (`_copy_to_user` has hundreds).
+    #[arg(long, value_name = "GLOB[,GLOB]")]
     pub callers: Option<String>,
 
     /// Most functions the --fn globs may match: a limit against a glob that matches far more
@@ -77,9 +78,10 @@ pub struct ProbeArgs {
 
     /// Time the functions matching GLOB only while the --fn function is open on the same task,
     /// and report the "where inside it" table: calls per call, share of its time (self time,
-    /// so the shares and the parent's own add up to 100 %), p50, p99. Repeatable.
+    /// so the shares and the parent's own add up to 100 %), p50, p99. Repeat, or separate
+    /// with commas, for several.
     /// Example: `hotprof --fn generic_perform_write --children 'shmem_write_*' -- dd ...`.
-    #[arg(long, value_name = "GLOB")]
+    #[arg(long, value_name = "GLOB", value_delimiter = ',')]
     pub children: Vec<String>,
 
     /// Also break each function's calls down by KEY, with a histogram per key value:

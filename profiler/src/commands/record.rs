@@ -46,11 +46,11 @@ pub struct RecordArgs {
     pub probe: ProbeArgs,
 
     /// Stop after this long (e.g. 10s, 500ms). Default: until Ctrl-C or the workload exits.
-    #[arg(long, value_parser = parse_positive_duration)]
+    #[arg(long, value_parser = parse_positive_duration, allow_hyphen_values = true)]
     pub duration: Option<Duration>,
 
     /// Print (and start afresh) a report every interval.
-    #[arg(long, value_parser = parse_positive_duration)]
+    #[arg(long, value_parser = parse_positive_duration, allow_hyphen_values = true)]
     pub interval: Option<Duration>,
 
     /// Write the recording (raw buckets included) as versioned JSON.

@@ -27,7 +27,7 @@ pub struct SampleArgs {
     #[arg(long, default_value_t = 999, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub freq: u64,
     /// Stop after this long (default: when the workload exits, or Ctrl-C).
-    #[arg(long, value_parser = crate::units::parse_positive_duration)]
+    #[arg(long, value_parser = crate::units::parse_positive_duration, allow_hyphen_values = true)]
     pub duration: Option<Duration>,
     /// Only this process (and not its children).
     #[arg(short = 'p', long = "pid", value_parser = clap::value_parser!(u32).range(1..))]

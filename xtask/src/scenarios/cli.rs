@@ -13,7 +13,7 @@ pub(super) fn glob_and_list(ctx: &mut Ctx) -> Result<()> {
     const GETPIDS: u64 = 5_000;
     let guest = ctx.run(&format!(
         "hotprof --fn 'vfs_*' --mode kprobe --json /out/r.json -- file_read /tmp/f 4; echo glob_rc=$?; \
-         hotprof --fn 'vfs_*' --fn 'security_inode_*' --fn __x64_sys_getpid --mode kprobe --no-calibrate \
+         hotprof --fn 'vfs_*,security_inode_*' --fn __x64_sys_getpid --mode kprobe --no-calibrate \
            --json /out/shared.json -- syscall_lat {GETPIDS} >/dev/null; echo shared_rc=$?; \
          hotprof list 'vfs_*' 2>/dev/null | tail -n +2 | awk '{{print $1}}' | sort > /out/list.txt; \
          hotprof list vfs_read > /out/list_one.txt 2>/dev/null; hotprof doctor > /out/doctor.txt 2>&1; \
