@@ -13,6 +13,10 @@
 #[allow(unsafe_code)]
 pub mod sys;
 
+// What differs with the machine: syscall numbers, the compat flag (and, in `resolve/isa/`,
+// instruction decoding).
+pub mod arch;
+
 // 1. Which kernel functions (kallsyms, BTF, tracefs) a request names.
 pub mod resolve;
 

@@ -67,7 +67,8 @@ pub enum AttachError {
         suggestions: Vec<String>,
     },
     #[error(
-        "--syscall-mode raw: no x86-64 syscall number known for '{name}' (use --syscall-mode tracepoint)"
+        "--syscall-mode raw: no {} syscall number known for '{name}' (use --syscall-mode tracepoint)",
+        crate::arch::Arch::NATIVE.name()
     )]
     NoSyscallNumber { name: String },
     #[error("cannot attach tracepoint {tracepoint}")]

@@ -5,9 +5,9 @@
 //! from one to the other, a call means what it means to fentry/fexit.
 //!
 //! The code comes from `/proc/kcore` ([`KernelCode`]); the finding itself is pure
-//! ([`scan_many`], [`sites_in`]) over the instruction set's decoder ([`Isa`]).
+//! ([`scan_many`], [`sites_in`]) over the instruction set's decoder ([`Arch`]).
 
-use super::isa::{BranchKind, Isa};
+use super::isa::{Arch, BranchKind};
 use super::kcore::{Kcore, KcoreError};
 use super::{KernelFunctions, KernelSymbol, glob_match};
 
@@ -135,26 +135,26 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 /// Addresses in `code` (kernel code starting at `base`) of direct calls and jumps whose
 /// target is one of `targets` or its padding, each with the index of its target: candidates,
 /// to be confirmed by decoding their function. One pass for any number of targets.
-pub fn scan_many(isa: Isa, code: &[u8], base: u64, targets: &[u64]) -> Vec<(u64, usize)> {
+pub fn scan_many(arch: Arch, code: &[u8], base: u64, targets: &[u64]) -> Vec<(u64, usize)> {
     let mut sorted: Vec<(u64, usize)> = targets.iter().copied().zip(0..).collect();
     sorted.sort_unstable();
-    isa.candidates(code, base)
+    arch.candidates(code, base)
         .into_iter()
         .filter_map(|(at, to)| {
             // The first target at or above `to`; `to` must be within its padding.
             let next = sorted.partition_point(|&(target, _)| target < to);
             let &(target, index) = sorted.get(next)?;
-            (target - to <= isa.function_padding()).then_some((at, index))
+            (target - to <= arch.function_padding()).then_some((at, index))
         })
         .collect()
 }
 
 /// Decodes `function` (its code is `code`) from its start and sorts every branch to `target`
 /// (or its padding): calls on instruction boundaries are sites, jumps are tail calls.
-pub fn sites_in(isa: Isa, function: &Function, code: &[u8], target: u64) -> CallSites {
-    let low = target.saturating_sub(isa.function_padding());
+pub fn sites_in(arch: Arch, function: &Function, code: &[u8], target: u64) -> CallSites {
+    let low = target.saturating_sub(arch.function_padding());
     let mut found = CallSites::default();
-    for branch in isa.branches(code, function.start) {
+    for branch in arch.branches(code, function.start) {
         if !(low..=target).contains(&branch.to) {
             continue;
         }
@@ -215,7 +215,7 @@ pub enum CallSiteError {
 
 /// The kernel's code (core text and each module's), read once from `/proc/kcore`.
 pub struct KernelCode {
-    isa: Isa,
+    arch: Arch,
     regions: Vec<(u64, Vec<u8>)>,
     functions: Vec<Function>,
 }
@@ -240,7 +240,7 @@ impl KernelCode {
             regions.push((start, kcore.read(start, (end - start) as usize)?));
         }
         Ok(Self {
-            isa: Isa::NATIVE,
+            arch: Arch::NATIVE,
             regions,
             functions: functions_by_address(kernel),
         })
@@ -267,7 +267,7 @@ impl KernelCode {
     pub fn call_sites_of(&self, addresses: &[u64], callers: Option<&str>) -> Vec<CallSites> {
         let mut callers_of: Vec<Vec<&Function>> = vec![Vec::new(); addresses.len()];
         for (start, code) in &self.regions {
-            for (at, index) in scan_many(self.isa, code, *start, addresses) {
+            for (at, index) in scan_many(self.arch, code, *start, addresses) {
                 if let Some(function) = containing(&self.functions, at)
                     && callers.is_none_or(|globs| matches_any(globs, &function.name))
                 {
@@ -284,7 +284,7 @@ impl KernelCode {
                 let mut sites = CallSites::default();
                 for function in functions {
                     if let Some(code) = self.code_of(function) {
-                        let found = sites_in(self.isa, function, code, address);
+                        let found = sites_in(self.arch, function, code, address);
                         sites.covered.extend(found.covered);
                         sites.skipped.extend(found.skipped);
                     }
@@ -312,12 +312,12 @@ pub fn direct_calls(
         return Ok(Vec::new());
     };
     let code = kcore.read(function.start, (function.end - function.start) as usize)?;
-    Ok(calls_past_the_hook(Isa::NATIVE, &code, function))
+    Ok(calls_past_the_hook(Arch::NATIVE, &code, function))
 }
 
 /// [`direct_calls`]' decoding of `function`'s `code`.
-fn calls_past_the_hook(isa: Isa, code: &[u8], function: &Function) -> Vec<CallSite> {
-    isa.calls_past_the_hook(code, function.start)
+fn calls_past_the_hook(arch: Arch, code: &[u8], function: &Function) -> Vec<CallSite> {
+    arch.calls_past_the_hook(code, function.start)
         .into_iter()
         .map(|call| CallSite {
             caller: function.name.clone(),
@@ -378,7 +378,7 @@ mod tests {
 
     /// [`scan_many`] for one target: the candidates' addresses.
     fn scan(code: &[u8], base: u64, target: u64) -> Vec<u64> {
-        scan_many(Isa::X86_64, code, base, &[target])
+        scan_many(Arch::X86_64, code, base, &[target])
             .into_iter()
             .map(|(at, _)| at)
             .collect()
@@ -436,7 +436,7 @@ mod tests {
         let mut traced = vec![0xf3, 0x0f, 0x1e, 0xfa]; // endbr64
         traced.extend(branch(0xe8, BASE + 4, BASE + 0x2000)); // the hook, live
         let code = body(&traced, BASE);
-        let calls = calls_past_the_hook(Isa::X86_64, &code, &function(true, &code));
+        let calls = calls_past_the_hook(Arch::X86_64, &code, &function(true, &code));
         assert_eq!(
             calls,
             [CallSite {
@@ -447,7 +447,7 @@ mod tests {
         );
         let nop5 = [0x0f, 0x1f, 0x44, 0x00, 0x00];
         let code = body(&nop5, BASE);
-        let calls = calls_past_the_hook(Isa::X86_64, &code, &function(true, &code));
+        let calls = calls_past_the_hook(Arch::X86_64, &code, &function(true, &code));
         assert_eq!(calls.iter().map(|c| c.offset).collect::<Vec<_>>(), [7]);
     }
 
@@ -456,7 +456,7 @@ mod tests {
         let target = BASE + 0x1000;
         let code = caller_code(target);
         assert_eq!(scan(&code, BASE, target), [BASE + 1, BASE + 13, BASE + 21]);
-        let sites = sites_in(Isa::X86_64, &function(true, &code), &code, target);
+        let sites = sites_in(Arch::X86_64, &function(true, &code), &code, target);
         assert_eq!(
             sites.covered,
             [CallSite {
@@ -482,7 +482,7 @@ mod tests {
         code.extend(branch(0xe8, BASE + 5, f - 3));
         code.extend(branch(0xe8, BASE + 10, f + 0x800));
         assert_eq!(
-            scan_many(Isa::X86_64, &code, BASE, &[f, g]),
+            scan_many(Arch::X86_64, &code, BASE, &[f, g]),
             [(BASE, 1), (BASE + 5, 0)]
         );
     }
@@ -502,7 +502,7 @@ mod tests {
     fn a_notrace_caller_is_skipped_with_its_reason() {
         let target = BASE + 0x1000;
         let code = caller_code(target);
-        let sites = sites_in(Isa::X86_64, &function(false, &code), &code, target);
+        let sites = sites_in(Arch::X86_64, &function(false, &code), &code, target);
         assert!(sites.covered.is_empty());
         assert_eq!(sites.notrace_callers(), 1);
         assert_eq!(sites.tail_calls(), 1);
@@ -523,7 +523,7 @@ mod tests {
             unique: false,
             ..function(true, &code)
         };
-        let sites = sites_in(Isa::X86_64, &shared, &code, target);
+        let sites = sites_in(Arch::X86_64, &shared, &code, target);
         assert!(sites.covered.is_empty());
         assert_eq!(sites.shared_names(), 1);
         assert_eq!(

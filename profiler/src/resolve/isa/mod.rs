@@ -1,17 +1,12 @@
 //! Instruction decoding for call-site mode: where the kernel's code branches, on instruction
-//! boundaries, and which branches are calls. One file per instruction set; [`Isa::NATIVE`]
-//! is the one this build runs on (hotprof reads the code of the kernel it runs under). Both
-//! are always built, so each is unit-tested on any host.
+//! boundaries, and which branches are calls, as methods of [`Arch`]. One file per instruction
+//! set; `Arch::NATIVE` is the one this build runs on (hotprof reads the code of the kernel it
+//! runs under). Both are always built, so each is unit-tested on any host.
 
 mod aarch64;
 mod x86_64;
 
-/// An instruction set whose branches hotprof can find.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Isa {
-    X86_64,
-    Aarch64,
-}
+pub use crate::arch::Arch;
 
 /// A direct branch in kernel code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,30 +28,24 @@ pub enum BranchKind {
     Jump,
 }
 
-impl Isa {
-    /// The instruction set of the machine this build runs on.
-    #[cfg(target_arch = "x86_64")]
-    pub const NATIVE: Isa = Isa::X86_64;
-    #[cfg(target_arch = "aarch64")]
-    pub const NATIVE: Isa = Isa::Aarch64;
-
+impl Arch {
     /// Bytes before a function that a call may target and still mean the function (x86-64:
     /// call-depth tracking lands calls in `CONFIG_FUNCTION_PADDING_BYTES`, which falls
     /// through into the function; arm64 calls the entry itself).
     pub fn function_padding(self) -> u64 {
         match self {
-            Isa::X86_64 => x86_64::FUNCTION_PADDING,
-            Isa::Aarch64 => 0,
+            Arch::X86_64 => x86_64::FUNCTION_PADDING,
+            Arch::Aarch64 => 0,
         }
     }
 
     /// Every place in `code` (starting at `base`) that encodes a direct call or
     /// unconditional jump, with its target, whether or not it is on an instruction boundary:
-    /// a fast scan, whose hits are confirmed by [`Isa::branches`] of their function.
+    /// a fast scan, whose hits are confirmed by [`Arch::branches`] of their function.
     pub fn candidates(self, code: &[u8], base: u64) -> Vec<(u64, u64)> {
         match self {
-            Isa::X86_64 => x86_64::candidates(code, base),
-            Isa::Aarch64 => aarch64::candidates(code, base),
+            Arch::X86_64 => x86_64::candidates(code, base),
+            Arch::Aarch64 => aarch64::candidates(code, base),
         }
     }
 
@@ -64,8 +53,8 @@ impl Isa {
     /// first instruction.
     pub fn branches(self, code: &[u8], start: u64) -> Vec<Branch> {
         match self {
-            Isa::X86_64 => x86_64::branches(code, start),
-            Isa::Aarch64 => aarch64::branches(code, start),
+            Arch::X86_64 => x86_64::branches(code, start),
+            Arch::Aarch64 => aarch64::branches(code, start),
         }
     }
 
@@ -73,8 +62,8 @@ impl Isa {
     /// traces the function, never one of its own work), in code order.
     pub fn calls_past_the_hook(self, code: &[u8], start: u64) -> Vec<Branch> {
         let skip = match self {
-            Isa::X86_64 => x86_64::hook_end(code, start),
-            Isa::Aarch64 => aarch64::hook_end(code, start),
+            Arch::X86_64 => x86_64::hook_end(code, start),
+            Arch::Aarch64 => aarch64::hook_end(code, start),
         };
         self.branches(code, start)
             .into_iter()
