@@ -34,6 +34,7 @@ use aya::{
 };
 use profiler_common::names;
 
+use crate::arch::Arch;
 use crate::attach::{self, AttachError, AttachedMode, Mode, ProbeConfig};
 use crate::model::TaskStore;
 use crate::resolve::callsites::{self, CallSite, CallSiteError};
@@ -63,19 +64,42 @@ pub struct CalibrationPath {
     call: fn() -> libc::c_long,
     /// The function entry-probe modes time (fentry, kprobes): the syscall's own code, listed
     /// by ftrace.
-    pub function: &'static str,
+    function: Symbol,
     /// Other names of the same code (aliases at its address), which a run may probe.
-    aliases: &'static [&'static str],
+    aliases: &'static [Symbol],
     /// The functions whose direct calls call-site mode may time, in path order.
     call_sites_in: &'static [&'static str],
 }
 
+/// A kernel symbol on a calibration path: named alike on every architecture, or the
+/// syscall's entry wrapper, whose name carries the architecture (`__x64_sys_getpid`,
+/// `__arm64_sys_getpid`).
+#[derive(Clone, Copy, Debug)]
+enum Symbol {
+    Plain(&'static str),
+    Wrapper(&'static str),
+}
+
+impl Symbol {
+    fn name(self) -> std::borrow::Cow<'static, str> {
+        match self {
+            Symbol::Plain(name) => name.into(),
+            Symbol::Wrapper(syscall) => Arch::NATIVE.syscall_wrapper(syscall).into(),
+        }
+    }
+}
+
 impl CalibrationPath {
+    /// The function entry-probe modes time on this machine.
+    pub fn function(&self) -> std::borrow::Cow<'static, str> {
+        self.function.name()
+    }
+
     fn probed_by(&self, symbols: &[&str], syscalls: &[String]) -> bool {
         syscalls.iter().any(|s| s == self.syscall)
-            || symbols
-                .iter()
-                .any(|symbol| *symbol == self.function || self.aliases.contains(symbol))
+            || symbols.iter().any(|symbol| {
+                *symbol == self.function.name() || self.aliases.iter().any(|a| *symbol == a.name())
+            })
     }
 }
 
@@ -83,22 +107,22 @@ const PATHS: [CalibrationPath; 3] = [
     CalibrationPath {
         syscall: "personality",
         call: cheap_calls::query_persona,
-        function: "__x64_sys_personality",
+        function: Symbol::Wrapper("personality"),
         aliases: &[],
         call_sites_in: &[],
     },
     CalibrationPath {
         syscall: "getpid",
         call: cheap_calls::getpid,
-        function: "__do_sys_getpid",
-        aliases: &["__x64_sys_getpid"],
+        function: Symbol::Plain("__do_sys_getpid"),
+        aliases: &[Symbol::Wrapper("getpid")],
         call_sites_in: &["__do_sys_getpid", "__task_pid_nr_ns"],
     },
     CalibrationPath {
         syscall: "getppid",
         call: cheap_calls::getppid,
-        function: "__do_sys_getppid",
-        aliases: &["__x64_sys_getppid"],
+        function: Symbol::Plain("__do_sys_getppid"),
+        aliases: &[Symbol::Wrapper("getppid")],
         call_sites_in: &["__do_sys_getppid", "__task_pid_nr_ns"],
     },
 ];
@@ -369,7 +393,7 @@ pub fn measure(
         AttachedMode::Kprobe | AttachedMode::Fentry => {
             let kernel = kernel.ok_or(CalibrationError::NoKallsyms)?;
             let target: Target = kernel
-                .resolve(path.function, &|_| false)
+                .resolve(&path.function(), &|_| false)
                 .ok()
                 .and_then(|targets| targets.into_iter().next())
                 .ok_or(CalibrationError::NoTarget)?;
@@ -439,7 +463,8 @@ mod tests {
             "an alias"
         );
         assert_eq!(sites(&[], &["getpid".into()]).syscall, "getppid");
-        let every: Vec<&str> = PATHS.iter().map(|p| p.function).collect();
+        let names: Vec<_> = PATHS.iter().map(|p| p.function()).collect();
+        let every: Vec<&str> = names.iter().map(|name| name.as_ref()).collect();
         assert_eq!(entry(&every, &[]).syscall, "personality", "fallback");
         assert_eq!(sites(&every, &[]).syscall, "getpid", "fallback");
     }

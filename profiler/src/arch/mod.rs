@@ -29,6 +29,15 @@ impl Arch {
         }
     }
 
+    /// The symbol of a syscall's entry wrapper: `__x64_sys_getpid`, `__arm64_sys_getpid`.
+    pub fn syscall_wrapper(self, syscall: &str) -> String {
+        let prefix = match self {
+            Arch::X86_64 => "__x64_sys_",
+            Arch::Aarch64 => "__arm64_sys_",
+        };
+        format!("{prefix}{syscall}")
+    }
+
     /// The syscall number of `name` as tracefs names it (`newfstat` for fstat), if this
     /// architecture has that syscall. Numbers are ABI: they never change once assigned.
     pub fn syscall_number(self, name: &str) -> Option<u32> {
