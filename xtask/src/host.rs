@@ -449,6 +449,26 @@ pub fn prometheus_serve() -> Result<()> {
         "  prometheus ready in {:.1} s",
         started.elapsed().as_secs_f64()
     );
+    // Prometheus hands new targets to its scrape loops at most every 5 s: wait until ours is
+    // being scraped (and failing: nothing listens yet), so the workload's seconds are scraped.
+    let scraping = |body: &str| {
+        serde_json::from_str::<serde_json::Value>(body)
+            .ok()
+            .and_then(|v| v["data"]["activeTargets"].as_array().cloned())
+            .is_some_and(|targets| targets.iter().any(|t| t["health"] == "down"))
+    };
+    while !http_get(web_port, "/api/v1/targets").is_some_and(|(_, body)| scraping(&body)) {
+        ensure!(
+            started.elapsed() < Duration::from_secs(30),
+            "prometheus did not start scraping its target within 30 s:\n{}",
+            prometheus_tail()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    println!(
+        "  prometheus scraping after {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
 
     let json = dir.path().join("serve.json");
     let (stdout_path, stderr_path) = (dir.path().join("stdout"), dir.path().join("stderr"));
