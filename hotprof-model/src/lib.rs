@@ -2,7 +2,9 @@
 //! nothing that reads the kernel. No aya, no tokio, no eBPF object: `cargo test -p
 //! hotprof-model` and the fuzz targets build this crate alone.
 //!
-//! The modules, bottom up (imports point up this list, never down):
+//! The modules, bottom up (imports point up this list, never down). No `unsafe` anywhere.
+
+#![forbid(unsafe_code)]
 
 // The kernel's function table from the text of kallsyms and the tracing lists, and the
 // names a request resolves to.
