@@ -246,6 +246,17 @@ impl KernelCode {
         })
     }
 
+    /// The code of one region of kernel text starting at `start`, as `/proc/kcore` would give
+    /// it (for tests of what is planned from it).
+    #[cfg(test)]
+    pub fn from_text(kernel: &KernelFunctions, start: u64, text: Vec<u8>) -> Self {
+        Self {
+            arch: Arch::X86_64,
+            regions: vec![(start, text)],
+            functions: functions_by_address(kernel),
+        }
+    }
+
     /// The bytes of `function`, if its code was read.
     fn code_of(&self, function: &Function) -> Option<&[u8]> {
         self.regions.iter().find_map(|(start, code)| {

@@ -20,6 +20,7 @@
 mod assemble;
 mod error;
 mod keys;
+mod plan;
 mod run;
 mod spec;
 mod start;

@@ -2,17 +2,18 @@
 //! programs.
 
 use anyhow::{Context as _, bail};
-use profiler_common::{KPROBE_SLOTS, StackCapture};
+use profiler_common::StackCapture;
 
 use super::error::SpecError;
 use super::keys::KeyNames;
-use super::spec::{Filters, ProbeSpec, Probed, SessionSpec, Targets};
+use super::plan;
+use super::spec::{Filters, Probed, SessionSpec, Targets};
 use crate::attach::{self, AttachedMode, LinkKind, Mode, ProbeConfig, TracepointOffsets};
 use crate::model::{FilterExpr, TaskStore};
 use crate::progress::Progress;
-use crate::resolve::callsites::{CallSite, KernelCode};
+use crate::resolve;
+use crate::resolve::callsites::KernelCode;
 use crate::resolve::kcore::Kcore;
-use crate::resolve::{self, KernelFunctions};
 
 /// The probes of one invocation, loaded and attached: what [`super::Run`] is made of.
 pub(super) struct Attached {
@@ -45,106 +46,39 @@ pub(super) fn attach(spec: &SessionSpec, filter: &Filters) -> anyhow::Result<Att
     let probe = &spec.probe;
     let tracefs = resolve::tracefs_root();
 
-    let mut kernel = None;
-    let mut targets = Vec::new();
-    let mut sites = Vec::new();
-    let mut probed: Vec<Probed> = if let Targets::Functions(requested) = &probe.targets {
-        let functions = kernel
-            .insert(crate::resolve::kernel_functions().context("cannot read /proc/kallsyms")?);
-        let mut requested = resolve_functions(functions, requested)?;
-        check_function_count(requested.len(), probe)?;
-        let mut children = std::collections::BTreeSet::new();
-        if !probe.children.is_empty() {
-            if requested.len() != 1 {
-                let matched = requested.len();
-                return Err(SpecError::ChildrenNeedOneParent { matched }.into());
+    let mut notes = Vec::new();
+    let planned = match &probe.targets {
+        Targets::Functions(requested) => {
+            let functions =
+                crate::resolve::kernel_functions().context("cannot read /proc/kallsyms")?;
+            let btf = attach::kernel_btf().ok();
+            let kernel = plan::Kernel {
+                functions: &functions,
+                in_btf: &|name| btf.as_ref().is_some_and(|b| b.function(name).is_some()),
+                kprobe_at_entry: &attach::ask_kernel,
+                code: &|| Ok(KernelCode::read(&functions, &Kcore::open()?)?),
+            };
+            let planned = plan::functions(probe, requested, &kernel, &mut notes);
+            for note in &notes {
+                eprintln!("hotprof: note: {note}");
             }
-            for (name, target) in resolve_functions(functions, &probe.children)? {
-                if requested
-                    .iter()
-                    .all(|(_, known)| known.symbol != target.symbol)
-                {
-                    children.insert(target.symbol.clone());
-                    requested.push((name, target));
-                }
+            (planned?, Some(functions))
+        }
+        _ => {
+            if tracefs.is_none() {
+                return Err(SpecError::SyscallsNeedTracefs.into());
             }
-            if children.is_empty() {
-                return Err(SpecError::ChildrenOnlyParent.into());
-            }
+            (plan::syscalls(probe.targets.syscalls()), None)
         }
-        let (at_sites, at_entry): (Vec<_>, Vec<_>) =
-            requested.into_iter().partition(|(_, target)| {
-                let (placement, note) =
-                    attach::place(probe.mode, &target.symbol, target.traceable, || {
-                        attach::ask_kernel(&target.symbol)
-                    });
-                if let Some(note) = note {
-                    eprintln!("hotprof: note: {note}");
-                }
-                placement == attach::Placement::CallSites
-            });
-        if probe.callers.is_some() && at_sites.is_empty() {
-            return Err(SpecError::CallersWithoutSites.into());
-        }
-        let mut probed = Vec::new();
-        for (name, target) in at_entry {
-            probed.push(Probed {
-                name,
-                symbol: target.symbol.clone(),
-                site: None,
-                child: children.contains(&target.symbol),
-                // Until attached (below).
-                link: LinkKind::Perf,
-            });
-            targets.push(target);
-        }
-        if !at_sites.is_empty() {
-            let code = KernelCode::read(functions, &Kcore::open()?)?;
-            let mut found = Vec::new();
-            for (name, target) in at_sites {
-                let covered = covered_sites(&code, &target, probe)?;
-                found.push((name, target, covered));
-            }
-            let budget = (KPROBE_SLOTS as usize).saturating_sub(probed.len());
-            let counts: Vec<usize> = found.iter().map(|(_, _, sites)| sites.len()).collect();
-            let slots = attach::site_slots(&counts, budget)?;
-            for ((name, target, covered), slots) in found.into_iter().zip(slots) {
-                for group in attach::group_sites(covered, slots) {
-                    let site = match group.as_slice() {
-                        [one] => one.label(),
-                        more => format!("{} more call sites", more.len()),
-                    };
-                    probed.push(Probed {
-                        name: name.clone(),
-                        symbol: target.symbol.clone(),
-                        site: Some(site),
-                        child: children.contains(&target.symbol),
-                        link: LinkKind::Perf,
-                    });
-                    // Each site's slot has the function as its target (the stacks' leaf).
-                    targets.push(target.clone());
-                    sites.push(group);
-                }
-            }
-        }
-        probed
-    } else {
-        if tracefs.is_none() {
-            return Err(SpecError::SyscallsNeedTracefs.into());
-        }
-        probe
-            .targets
-            .syscalls()
-            .iter()
-            .map(|s| Probed {
-                name: s.clone(),
-                symbol: format!("sys_enter_{s}"),
-                site: None,
-                child: false,
-                link: LinkKind::Tracepoint,
-            })
-            .collect()
     };
+    let (
+        plan::ProbePlan {
+            mut probed,
+            targets,
+            sites,
+        },
+        kernel,
+    ) = planned;
 
     let follow = !spec.command.is_empty();
     // Read whenever there is a tracefs (the hash-map object reads `sched_process_free`'s pid
@@ -339,21 +273,6 @@ fn kprobe_attach(spec: &SessionSpec, entries: usize, sites: usize) -> attach::Kp
     }
 }
 
-/// Refuses more functions than `--max-functions` allows, before anything is attached: each
-/// gets its own histograms in the kernel and its probes, which for thousands take long to
-/// set up (and, as perf kprobes, minutes to attach and detach).
-fn check_function_count(matched: usize, probe: &ProbeSpec) -> anyhow::Result<()> {
-    if matched <= probe.max_functions {
-        return Ok(());
-    }
-    Err(SpecError::TooManyFunctions {
-        patterns: probe.targets.functions().to_vec(),
-        matched,
-        max: probe.max_functions,
-    }
-    .into())
-}
-
 /// The `CHILD_SLOTS` bitmap of `--children`; the probes check it for the first 64 slots.
 fn child_slots(probed: &[Probed]) -> anyhow::Result<u64> {
     let mut bits = 0u64;
@@ -366,102 +285,9 @@ fn child_slots(probed: &[Probed]) -> anyhow::Result<u64> {
     Ok(bits)
 }
 
-/// Resolves every `--fn` argument: what the user called each target, and the target, each
-/// symbol once.
-fn resolve_functions(
-    functions: &KernelFunctions,
-    requested: &[String],
-) -> anyhow::Result<Vec<(String, resolve::Target)>> {
-    let btf = attach::kernel_btf().ok();
-    let in_btf = |name: &str| btf.is_some_and(|b| b.function(name).is_some());
-    let mut resolved: Vec<(String, resolve::Target)> = Vec::new();
-    for request in requested {
-        for target in functions.resolve(request, &in_btf)? {
-            if let Some(note) = &target.note {
-                eprintln!("hotprof: note: {note}");
-            }
-            if resolved.iter().any(|(_, t)| t.symbol == target.symbol) {
-                continue;
-            }
-            let name = if resolve::is_glob(request) {
-                target.symbol.clone()
-            } else {
-                request.clone()
-            };
-            resolved.push((name, target));
-        }
-    }
-    Ok(resolved)
-}
-
-/// The sites of `target` that can be timed (a note says how many of all), or one line saying
-/// why there are none.
-fn covered_sites(
-    code: &KernelCode,
-    target: &resolve::Target,
-    probe: &ProbeSpec,
-) -> anyhow::Result<Vec<CallSite>> {
-    let function = &target.symbol;
-    let sites = code.call_sites(target.address, probe.callers.as_deref());
-    if sites.covered.is_empty() {
-        let all = code.call_sites(target.address, None);
-        match &probe.callers {
-            Some(glob) if !all.covered.is_empty() => {
-                return Err(SpecError::NoMatchingCaller {
-                    glob: glob.clone(),
-                    function: function.clone(),
-                    sites: all.covered.len(),
-                    callers: all.callers(),
-                }
-                .into());
-            }
-            _ if all.covered.is_empty() && all.skipped.is_empty() => bail!(
-                "{function} has no direct callers in the kernel's code: nothing to time at call \
-                 sites (it is called through function pointers only, or not at all)"
-            ),
-            _ => bail!("no call site of {function} can be timed: {}", all.summary()),
-        }
-    }
-    let why = if probe.mode == Mode::Callsite {
-        String::new()
-    } else {
-        " has no ftrace location (notrace): the kernel refuses a kprobe at its entry, and \
-         fentry too;"
-            .into()
-    };
-    eprintln!(
-        "hotprof: note: {function}{why} timing it at its call sites ({} in {} callers): {}",
-        sites.covered.len(),
-        sites.callers(),
-        sites.summary()
-    );
-    Ok(sites.covered)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_glob_matching_more_than_max_functions_is_refused_naming_the_count() {
-        let mut probe = ProbeSpec {
-            targets: Targets::Functions(vec!["vfs_*".into()]),
-            max_functions: 3,
-            ..ProbeSpec::default()
-        };
-        assert!(check_function_count(3, &probe).is_ok());
-        let refused = check_function_count(40, &probe).unwrap_err().downcast();
-        assert!(
-            matches!(
-                &refused,
-                Ok(SpecError::TooManyFunctions { patterns, matched: 40, max: 3 })
-                    if patterns == &["vfs_*"]
-            ),
-            "{refused:?}"
-        );
-        probe.max_functions = 40;
-        assert!(check_function_count(40, &probe).is_ok());
-    }
 
     #[test]
     fn only_runs_that_need_no_frames_use_the_session_link() {
