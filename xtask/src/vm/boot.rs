@@ -66,7 +66,7 @@ pub(super) fn boot(
         .as_secs()
         .checked_sub(WATCHDOG_MARGIN.as_secs())
         .filter(|at| *at >= WATCHDOG_MARGIN.as_secs());
-    let init = init_script(&marker, watchdog_at);
+    let init = init_script(&marker, watchdog_at, run.arch);
     initramfs::write_run_image(base, &run.extra_layers, &init, &run.script, &initrd)?;
 
     let stdout_sock = scratch.path().join("stdout.sock");
