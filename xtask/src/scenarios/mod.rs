@@ -20,6 +20,7 @@ use crate::kernels::Kernel;
 
 pub use harness::Ctx;
 
+mod arm64;
 mod audit;
 mod auto_mode;
 mod callsite;
@@ -234,6 +235,12 @@ pub const SCENARIOS: &[Scenario] = &[
         arch: Arch::X86_64,
         kernels: &[Kernel::V6_12, Kernel::V7, Kernel::V5_10],
         run: raw_syscalls::raw_syscalls_exact,
+    },
+    Scenario {
+        name: "arm64_fentry_exact",
+        arch: Arch::Aarch64,
+        kernels: &[Kernel::V6_12],
+        run: arm64::arm64_fentry_exact,
     },
 ];
 
