@@ -116,6 +116,23 @@ impl Arch {
         }
     }
 
+    /// The modules the command's ports need where a kernel builds them as modules (Debian's
+    /// arm64 6.1 does: virtio-pci and virtio-console), in load order. The guest loads those
+    /// its kernel package has (`kernels.rs` keeps them); 6.12 and 7.x build them in.
+    pub fn port_modules(self) -> &'static [&'static str] {
+        match self {
+            Arch::X86_64 => &[],
+            Arch::Aarch64 => &[
+                "virtio_ring",
+                "virtio",
+                "virtio_pci_legacy_dev",
+                "virtio_pci_modern_dev",
+                "virtio_pci",
+                "virtio_console",
+            ],
+        }
+    }
+
     /// qemu arguments for the bus the command's ports sit on (none for the PC's serial ports).
     pub fn command_ports_bus(self) -> &'static [&'static str] {
         match self {

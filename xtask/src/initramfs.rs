@@ -248,18 +248,34 @@ pub fn fingerprint(inputs: &[PathBuf]) -> Result<String> {
     Ok(format!("{:016x}\n", hasher.finish()))
 }
 
+/// Where the run image puts the kernel's modules for the guest's `/init` to load.
+pub const MODULES_DIR: &str = "lib/xtask-modules";
+
 /// Writes the initrd for one run: the base image, the extra layers, then an archive holding
-/// `/init` and `/run/cmd.sh`.
+/// `/init`, `/run/cmd.sh` and `modules` (the kernel's own, under [`MODULES_DIR`] by file name).
 pub fn write_run_image(
     base: &Path,
     extra_layers: &[PathBuf],
-    init: &str,
-    script: &str,
+    (init, script): (&str, &str),
+    modules: &[PathBuf],
     dest: &Path,
 ) -> Result<()> {
     let mut cpio = Cpio::new();
     cpio.file("init", 0o755, init.as_bytes());
     cpio.file("run/cmd.sh", 0o644, script.as_bytes());
+    if !modules.is_empty() {
+        cpio.dir("lib", 0o755);
+        cpio.dir(MODULES_DIR, 0o755);
+    }
+    for module in modules {
+        let name = module
+            .file_name()
+            .and_then(|name| name.to_str())
+            .with_context(|| format!("{} has no usable file name", module.display()))?;
+        let contents =
+            fs::read(module).with_context(|| format!("could not read {}", module.display()))?;
+        cpio.file(&format!("{MODULES_DIR}/{name}"), 0o644, &contents);
+    }
     let run = cpio.finish();
     fs::copy(base, dest)
         .with_context(|| format!("could not copy {} to {}", base.display(), dest.display()))?;

@@ -104,6 +104,9 @@ pub struct KernelImage {
     /// The Debian package it came from, e.g. `linux-image-6.12.117+deb12-cloud-amd64-unsigned`.
     pub package: String,
     pub vmlinuz: PathBuf,
+    /// The modules of [`Arch::port_modules`] the package ships (none where they are built
+    /// in), in load order.
+    pub modules: Vec<PathBuf>,
 }
 
 /// How many packages, newest first, are tried before giving up: a mirror can list a package
@@ -176,10 +179,62 @@ fn cached(kernel: Kernel, arch: Arch) -> Option<KernelImage> {
     let dir = kernel.cache_dir(arch);
     let package = fs::read_to_string(dir.join("package")).ok()?;
     let vmlinuz = dir.join("vmlinuz");
+    // A cache made before modules were kept has no modules directory: fetched again.
+    let modules = if arch.port_modules().is_empty() {
+        Vec::new()
+    } else {
+        cached_modules(&dir.join("modules")).ok()?
+    };
     vmlinuz.is_file().then(|| KernelImage {
         package: package.trim().to_owned(),
         vmlinuz,
+        modules,
     })
+}
+
+/// The kept modules, in load order (their names start with their place in it).
+fn cached_modules(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut modules = fs::read_dir(dir)
+        .with_context(|| format!("could not list {}", dir.display()))?
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .collect::<Vec<_>>();
+    modules.sort();
+    Ok(modules)
+}
+
+/// Copies the modules of `arch.port_modules()` that the unpacked package under `root` has
+/// into `dest`, named `NN-name.ko` in load order.
+fn keep_modules(root: &Path, arch: Arch, dest: &Path) -> Result<()> {
+    fs::create_dir_all(dest).with_context(|| format!("could not create {}", dest.display()))?;
+    let mut found = Vec::new();
+    for base in ["lib/modules", "usr/lib/modules"] {
+        collect_files(&root.join(base), &mut found)?;
+    }
+    for (index, name) in arch.port_modules().iter().enumerate() {
+        let file = format!("{name}.ko");
+        if let Some(module) = found.iter().find(|path| path.ends_with(&file)) {
+            let kept = dest.join(format!("{index:02}-{file}"));
+            fs::copy(module, &kept)
+                .with_context(|| format!("could not copy {}", module.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Every file under `dir` (none if it does not exist).
+fn collect_files(dir: &Path, found: &mut Vec<PathBuf>) -> Result<()> {
+    if !dir.is_dir() {
+        return Ok(());
+    }
+    for entry in fs::read_dir(dir).with_context(|| format!("could not list {}", dir.display()))? {
+        let path = entry?.path();
+        if path.is_dir() {
+            collect_files(&path, found)?;
+        } else {
+            found.push(path);
+        }
+    }
+    Ok(())
 }
 
 /// Package names from `apt-cache search` output (`name - description` lines), newest first:
@@ -237,10 +292,22 @@ fn download(kernel: Kernel, arch: Arch, package: &str) -> Result<KernelImage> {
         None => modules_image(&root.join("usr/lib/modules"))?
             .with_context(|| format!("{package} has no boot/vmlinuz-* nor a modules image"))?,
     };
-    let image = KernelImage {
+    let modules_dir = dir.join("modules");
+    if !arch.port_modules().is_empty() {
+        if modules_dir.exists() {
+            fs::remove_dir_all(&modules_dir)
+                .with_context(|| format!("could not empty {}", modules_dir.display()))?;
+        }
+        keep_modules(&root, arch, &modules_dir)?;
+    }
+    let mut image = KernelImage {
         package: package.to_owned(),
         vmlinuz: dir.join("vmlinuz"),
+        modules: Vec::new(),
     };
+    if !arch.port_modules().is_empty() {
+        image.modules = cached_modules(&modules_dir)?;
+    }
     // Kept for reference (`grep CONFIG_KPROBES target/kernels/6.12/config`); sid's image
     // package carries none.
     if boot.is_dir()

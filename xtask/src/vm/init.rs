@@ -4,6 +4,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::arch::Arch;
+use crate::initramfs::MODULES_DIR;
 
 /// Unique enough per run: our pid and the clock.
 pub(super) fn nonce() -> String {
@@ -23,8 +24,29 @@ pub(super) fn nonce() -> String {
 ///
 /// It must never exit (the kernel would panic), so it carries on past failed mounts, which
 /// show up on the console.
-pub(super) fn init_script(marker: &str, watchdog_at: Option<u64>, arch: Arch) -> String {
+///
+/// With `modules`, it first loads the kernel modules the run image carries (in their names'
+/// order) and waits up to 5 s for the command's ports to appear.
+pub(super) fn init_script(
+    marker: &str,
+    watchdog_at: Option<u64>,
+    arch: Arch,
+    modules: bool,
+) -> String {
     let [out_port, err_port] = arch.command_ports();
+    let modules = if modules {
+        format!(
+            r#"for module in /{MODULES_DIR}/*.ko; do insmod "$module"; done
+tries=50
+while [ "$tries" -gt 0 ] && ! [ -c {out_port} -a -c {err_port} ]; do
+    sleep 0.1
+    tries=$((tries - 1))
+done
+"#
+        )
+    } else {
+        String::new()
+    };
     let watchdog = match watchdog_at {
         Some(at) => format!(
             r#"watchdog() {{
@@ -59,7 +81,7 @@ mount -t bpf bpf /sys/fs/bpf
 mount -t tmpfs tmpfs /tmp
 mount -t tmpfs tmpfs /out
 ulimit -l unlimited
-# Raw: no newline translation or echo, so the host gets the command's bytes as written. The
+{modules}# Raw: no newline translation or echo, so the host gets the command's bytes as written. The
 # ports stay open in init (fds 3 and 4) until the end: a virtio console (arm64's ports) resets
 # its settings when its last open file closes.
 exec 3>{out_port} 4>{err_port}
