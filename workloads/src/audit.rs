@@ -377,7 +377,8 @@ pub fn errno_name(errno: i32) -> String {
 }
 
 /// How long to wait for the kernel's answer before giving up.
-const REPLY_TIMEOUT_SECS: libc::time_t = 5;
+// A plain integer: musl's `libc::time_t` is deprecated (it is to change to 64 bits).
+const REPLY_TIMEOUT_SECS: u8 = 5;
 /// Audit replies are at most MAX_AUDIT_MESSAGE_LENGTH (8970) bytes.
 const RECV_BUFFER_LEN: usize = 64 * 1024;
 
@@ -560,7 +561,7 @@ impl AuditSocket {
 /// Bounds every wait for a reply so a silent kernel cannot hang a test.
 fn set_receive_timeout(fd: &OwnedFd) -> Result<(), RequestError> {
     let timeout = libc::timeval {
-        tv_sec: REPLY_TIMEOUT_SECS,
+        tv_sec: REPLY_TIMEOUT_SECS.into(),
         tv_usec: 0,
     };
     // SAFETY: `timeout` is a valid timeval of the size given.

@@ -40,8 +40,9 @@ impl Stopwatch {
 /// A `timespec` for a relative sleep of `duration`.
 pub fn timespec(duration: Duration) -> libc::timespec {
     libc::timespec {
-        // Callers bound their durations far below time_t's range.
-        tv_sec: duration.as_secs() as libc::time_t,
+        // Callers bound their durations far below time_t's range (named `_`: musl's
+        // `libc::time_t` is deprecated).
+        tv_sec: duration.as_secs() as _,
         tv_nsec: libc::c_long::from(duration.subsec_nanos()),
     }
 }

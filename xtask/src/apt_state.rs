@@ -2,6 +2,9 @@
 //! so the guest kernels of other Debian releases (bullseye's 5.10, sid's 7.x) can be found and
 //! downloaded with the ordinary `apt-get`, without ever touching the machine's sources.
 //!
+//! Each guest architecture has its own state (`target/apt/` for x86_64, `target/apt/aarch64/`
+//! for arm64): its lists hold only that architecture's packages (`APT::Architecture`).
+//!
 //! The mirror is the machine's own: read from its apt sources (one-line `.list` or deb822
 //! `.sources`), or `XTASK_DEBIAN_MIRROR` when set.
 
@@ -13,6 +16,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
+use crate::arch::Arch;
 use crate::util::{self, is_root, target_dir};
 
 /// The suites the guest kernels come from: bookworm (6.1, 6.12), bullseye (5.10), sid (7.x).
@@ -48,30 +52,36 @@ pub struct Mirrors {
 }
 
 /// Serializes updates: the test runner fetches kernels one after another, but a refresh must
-/// never run twice at once over the same lists.
-static UPDATE: Mutex<bool> = Mutex::new(false);
+/// never run twice at once over the same lists. Holds the architectures updated so far.
+static UPDATE: Mutex<Vec<Arch>> = Mutex::new(Vec::new());
 
-fn root() -> PathBuf {
-    target_dir().join("apt")
+fn root(arch: Arch) -> PathBuf {
+    let root = target_dir().join("apt");
+    match arch.subdir() {
+        Some(subdir) => root.join(subdir),
+        None => root,
+    }
 }
 
-fn sources_list() -> PathBuf {
-    root().join("sources.list")
+fn sources_list(arch: Arch) -> PathBuf {
+    root(arch).join("sources.list")
 }
 
-fn lists_dir() -> PathBuf {
-    root().join("lists")
+fn lists_dir(arch: Arch) -> PathBuf {
+    root(arch).join("lists")
 }
 
-/// `-o` options that make apt use only our state.
-fn options() -> Vec<String> {
+/// `-o` options that make apt use only our state, for `arch`'s packages.
+fn options(arch: Arch) -> Vec<String> {
     let mut options = vec![
-        format!("Dir::Etc::sourcelist={}", sources_list().display()),
+        format!("Dir::Etc::sourcelist={}", sources_list(arch).display()),
         "Dir::Etc::sourceparts=-".to_owned(),
-        format!("Dir::State::Lists={}", lists_dir().display()),
-        format!("Dir::Cache={}", root().join("cache").display()),
+        format!("Dir::State::Lists={}", lists_dir(arch).display()),
+        format!("Dir::Cache={}", root(arch).join("cache").display()),
         // Only package lists: no translations or appstream metadata.
         "Acquire::Languages=none".to_owned(),
+        // The sources list names only this architecture, so apt looks for nothing else.
+        format!("APT::Architecture={}", arch.debian()),
     ];
     if is_root() {
         // apt drops to `_apt`, who cannot write into our directories; it would fall back to
@@ -81,32 +91,32 @@ fn options() -> Vec<String> {
     options
 }
 
-fn apt(program: &str) -> Command {
+fn apt(program: &str, arch: Arch) -> Command {
     let mut cmd = Command::new(program);
-    for option in options() {
+    for option in options(arch) {
         cmd.args(["-o", &option]);
     }
     cmd
 }
 
 /// Writes our sources list and creates the directories apt expects.
-fn prepare() -> Result<()> {
+fn prepare(arch: Arch) -> Result<()> {
     let mirrors = mirrors()?;
     for dir in [
-        lists_dir().join("partial"),
-        root().join("cache").join("archives").join("partial"),
+        lists_dir(arch).join("partial"),
+        root(arch).join("cache").join("archives").join("partial"),
     ] {
         fs::create_dir_all(&dir).with_context(|| format!("could not create {}", dir.display()))?;
     }
-    let text = sources_text(&mirrors);
-    let path = sources_list();
+    let text = sources_text(&mirrors, arch);
+    let path = sources_list(arch);
     if fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
         fs::write(&path, text).with_context(|| format!("could not write {}", path.display()))?;
     }
     Ok(())
 }
 
-fn sources_text(mirrors: &Mirrors) -> String {
+fn sources_text(mirrors: &Mirrors, arch: Arch) -> String {
     SUITES
         .iter()
         .map(|(suite, archive)| {
@@ -114,7 +124,8 @@ fn sources_text(mirrors: &Mirrors) -> String {
                 Archive::Main => &mirrors.main,
                 Archive::Security => &mirrors.security,
             };
-            format!("deb [arch=amd64 signed-by={KEYRING}] {uri} {suite} main\n")
+            let arch = arch.debian();
+            format!("deb [arch={arch} signed-by={KEYRING}] {uri} {suite} main\n")
         })
         .collect()
 }
@@ -198,26 +209,33 @@ fn source_uris(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// Refreshes our package lists: always when `force`, else when they are missing or older
+/// Refreshes `arch`'s package lists: always when `force`, else when they are missing or older
 /// than a day.
-pub fn update(force: bool) -> Result<()> {
+pub fn update(force: bool, arch: Arch) -> Result<()> {
     let mut updated = UPDATE.lock().unwrap_or_else(|poison| poison.into_inner());
-    prepare()?;
-    if *updated && !force {
+    prepare(arch)?;
+    if updated.contains(&arch) && !force {
         return Ok(());
     }
-    if !force && lists_fresh() {
-        *updated = true;
+    if !force && lists_fresh(arch) {
+        updated.push(arch);
         return Ok(());
     }
-    println!("  apt-get update (target/apt: {})", suite_names());
-    let mut cmd = apt("apt-get");
+    let shown = root(arch);
+    let shown = shown.strip_prefix(target_dir()).unwrap_or(&shown);
+    println!(
+        "  apt-get update (target/{}: {}, {})",
+        shown.display(),
+        suite_names(),
+        arch.debian()
+    );
+    let mut cmd = apt("apt-get", arch);
     cmd.args(["update", "-q"]);
     util::stdout_of(&mut cmd).context("could not refresh target/apt's package lists")?;
     // The stamp holds the sources it was made for, so a changed mirror refreshes the lists.
-    fs::copy(sources_list(), stamp())
-        .with_context(|| format!("could not write {}", stamp().display()))?;
-    *updated = true;
+    fs::copy(sources_list(arch), stamp(arch))
+        .with_context(|| format!("could not write {}", stamp(arch).display()))?;
+    updated.push(arch);
     Ok(())
 }
 
@@ -231,36 +249,36 @@ fn suite_names() -> String {
 
 /// Written after each successful update: apt dates the list files by the archive's own
 /// release time, not by when they were fetched.
-fn stamp() -> PathBuf {
-    root().join("updated")
+fn stamp(arch: Arch) -> PathBuf {
+    root(arch).join("updated")
 }
 
 /// Whether the last update wrote the current sources list's lists less than
 /// [`LISTS_MAX_AGE`] ago.
-fn lists_fresh() -> bool {
-    let stamped = fs::read_to_string(stamp()).ok();
-    let sources = fs::read_to_string(sources_list()).ok();
-    let age = fs::metadata(stamp())
+fn lists_fresh(arch: Arch) -> bool {
+    let stamped = fs::read_to_string(stamp(arch)).ok();
+    let sources = fs::read_to_string(sources_list(arch)).ok();
+    let age = fs::metadata(stamp(arch))
         .and_then(|meta| meta.modified())
         .ok()
         .and_then(|modified| modified.elapsed().ok());
     stamped.is_some() && stamped == sources && age.is_some_and(|age| age < LISTS_MAX_AGE)
 }
 
-/// `apt-cache search --names-only PATTERN` over our lists (refreshed first if stale).
-pub fn search(pattern: &str) -> Result<String> {
-    update(false)?;
-    let mut cmd = apt("apt-cache");
+/// `apt-cache search --names-only PATTERN` over `arch`'s lists (refreshed first if stale).
+pub fn search(pattern: &str, arch: Arch) -> Result<String> {
+    update(false, arch)?;
+    let mut cmd = apt("apt-cache", arch);
     cmd.args(["search", "--names-only", pattern]);
     util::stdout_of(&mut cmd).context("could not search target/apt's package lists")
 }
 
-/// `apt-get download PACKAGE` into `dir`.
-pub fn download(package: &str, dir: &Path) -> Result<()> {
+/// `apt-get download PACKAGE` (of `arch`) into `dir`.
+pub fn download(package: &str, arch: Arch, dir: &Path) -> Result<()> {
     if !dir.is_dir() {
         bail!("{} is not a directory", dir.display());
     }
-    let mut cmd = apt("apt-get");
+    let mut cmd = apt("apt-get", arch);
     cmd.args(["download", "-q", package]).current_dir(dir);
     util::stdout_of(&mut cmd)
         .map(drop)
@@ -318,10 +336,13 @@ Suites: bookworm-security
 
     #[test]
     fn our_sources_list_names_every_suite_once() {
-        let text = sources_text(&Mirrors {
-            main: "http://m/debian".into(),
-            security: "http://m/debian-security".into(),
-        });
+        let text = sources_text(
+            &Mirrors {
+                main: "http://m/debian".into(),
+                security: "http://m/debian-security".into(),
+            },
+            Arch::X86_64,
+        );
         assert_eq!(text.lines().count(), SUITES.len());
         assert!(text.contains("http://m/debian sid main"));
         assert!(text.contains("http://m/debian-security bullseye-security main"));

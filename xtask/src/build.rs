@@ -1,10 +1,12 @@
 //! Building hotprof and the workloads for the VM guest.
 //!
-//! The guest is a bare busybox initramfs with no libc, so every binary is linked statically
-//! (`+crt-static`). The flag is passed as a *target-specific* RUSTFLAGS so it reaches only the
-//! x86_64 artifacts: profiler's build script runs a nested cargo for the eBPF object, which
-//! inherits our environment and must not see it. A separate target dir keeps these static
-//! builds from invalidating the host's ordinary ones.
+//! The guest is a bare busybox initramfs with no libc, so every binary is linked statically:
+//! x86_64 with glibc and `+crt-static`, aarch64 with musl and `rust-lld` ([`Arch::build_env`]).
+//! The setting is passed as a *target-specific* variable so it reaches only the guest's
+//! artifacts: profiler's build script runs a nested cargo for the eBPF object, which inherits
+//! our environment and must not see it (that object is built for the target's architecture).
+//! A separate target dir keeps these static builds from invalidating the host's ordinary ones;
+//! in it each architecture has its own directory (cargo's `<target>/release`).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -13,11 +15,11 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
+use crate::arch::Arch;
 use crate::util::{self, cargo, run, step, target_dir};
 
 /// The packages whose binaries go into the guest's `/bin`.
 pub const GUEST_PACKAGES: &[&str] = &["profiler", "workloads"];
-const GUEST_TARGET: &str = "x86_64-unknown-linux-gnu";
 
 /// The guest binaries that exist on disk.
 #[derive(Debug, Clone)]
@@ -30,46 +32,48 @@ fn guest_target_dir() -> PathBuf {
     target_dir().join("guest")
 }
 
-/// Where cargo puts the guest's release binaries.
-pub fn guest_bin_dir() -> PathBuf {
-    guest_target_dir().join(GUEST_TARGET).join("release")
+/// Where cargo puts the guest's release binaries for `arch`.
+pub fn guest_bin_dir(arch: Arch) -> PathBuf {
+    guest_target_dir().join(arch.rust_target()).join("release")
 }
 
 /// `cargo build` for the guest: release, static (no libraries to copy into the initramfs), in
 /// the guest target dir; the caller names what to build.
-fn static_guest_build() -> Command {
+fn static_guest_build(arch: Arch) -> Command {
     let mut build = cargo();
+    let (variable, value) = arch.build_env();
     build
         .args([
             "build",
             "--release",
             "--target",
-            GUEST_TARGET,
+            arch.rust_target(),
             "--target-dir",
         ])
         .arg(guest_target_dir())
-        .env(
-            "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS",
-            "-C target-feature=+crt-static",
-        );
+        .env(variable, value);
     build
 }
 
-/// Builds every guest package in release mode and returns their binaries.
-pub fn build_guest() -> Result<GuestBinaries> {
-    build_guest_with_examples(&[])
+/// Builds every guest package for `arch` in release mode and returns their binaries.
+pub fn build_guest(arch: Arch) -> Result<GuestBinaries> {
+    build_guest_with_examples(arch, &[])
 }
 
 /// [`build_guest`], plus these examples (of the guest packages) in the same cargo run: a
 /// second run for an example would rebuild much of the first, as examples bring in the
 /// dev-dependencies and their features. Examples land in `guest_bin_dir()/examples`.
-pub fn build_guest_with_examples(examples: &[&str]) -> Result<GuestBinaries> {
+pub fn build_guest_with_examples(arch: Arch, examples: &[&str]) -> Result<GuestBinaries> {
     let mut what = format!("guest binaries ({})", GUEST_PACKAGES.join(", "));
     if !examples.is_empty() {
         what += &format!(" and examples {}", examples.join(", "));
     }
-    step("build", &format!("{what}, static"));
-    let mut build = static_guest_build();
+    let suffix = arch
+        .subdir()
+        .map_or(String::new(), |name| format!(" for {name}"));
+    step("build", &format!("{what}, static{suffix}"));
+    let bin_dir = guest_bin_dir(arch);
+    let mut build = static_guest_build(arch);
     for package in GUEST_PACKAGES {
         build.args(["-p", package]);
     }
@@ -81,15 +85,15 @@ pub fn build_guest_with_examples(examples: &[&str]) -> Result<GuestBinaries> {
     }
     run(&mut build).context("could not build the guest binaries")?;
     // The guests run what users get: the binary `cargo xtask dist` packages, stripped.
-    let hotprof = guest_bin_dir().join("hotprof");
-    strip_like_dh_strip(&hotprof, &hotprof)?;
+    let hotprof = bin_dir.join("hotprof");
+    strip_like_dh_strip(arch, &hotprof, &hotprof)?;
     for example in examples {
-        let path = guest_bin_dir().join("examples").join(example);
+        let path = bin_dir.join("examples").join(example);
         if !path.is_file() {
             bail!("cargo built {example} but {} is missing", path.display());
         }
     }
-    let binaries = guest_binaries()?;
+    let binaries = guest_binaries(arch)?;
     let missing = binary_names()?
         .into_iter()
         .filter(|name| !binaries.paths.iter().any(|path| path.ends_with(name)))
@@ -97,16 +101,17 @@ pub fn build_guest_with_examples(examples: &[&str]) -> Result<GuestBinaries> {
     if !missing.is_empty() {
         bail!(
             "cargo built the guest packages but these binaries are missing from {}: {}",
-            guest_bin_dir().display(),
+            bin_dir.display(),
             missing.join(", ")
         );
     }
     Ok(binaries)
 }
 
-/// The guest binaries already built (for `--no-build`); those not built yet are left out.
-pub fn guest_binaries() -> Result<GuestBinaries> {
-    let dir = guest_bin_dir();
+/// The guest binaries already built for `arch` (for `--no-build`); those not built yet are
+/// left out.
+pub fn guest_binaries(arch: Arch) -> Result<GuestBinaries> {
+    let dir = guest_bin_dir(arch);
     let paths = binary_names()?
         .into_iter()
         .map(|name| dir.join(name))
@@ -149,17 +154,17 @@ fn binary_names_in(metadata: &Value) -> Result<BTreeSet<String>> {
     Ok(names)
 }
 
-/// Writes `input` stripped as Debian's `dh_strip` would to `output` (which may be `input`:
-/// stripping a stripped binary again changes nothing, so the guests run the very bytes the
-/// packages ship).
-pub fn strip_like_dh_strip(input: &Path, output: &Path) -> Result<()> {
-    run(Command::new("strip")
+/// Writes `input` (an `arch` binary) stripped as Debian's `dh_strip` would to `output` (which
+/// may be `input`: stripping a stripped binary again changes nothing, so the guests run the
+/// very bytes the packages ship).
+pub fn strip_like_dh_strip(arch: Arch, input: &Path, output: &Path) -> Result<()> {
+    run(Command::new(arch.strip())
         .args(["--remove-section=.comment", "--remove-section=.note"])
         .arg("--strip-unneeded")
         .arg("-o")
         .arg(output)
         .arg(input))
-    .context("could not strip hotprof (binutils)")
+    .with_context(|| format!("could not strip hotprof ({}, binutils)", arch.strip()))
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::{Context, Result, bail, ensure};
 use serde_json::Value;
 
+use crate::arch::Arch;
 use crate::build;
 use crate::util::{self, cargo, fresh_dir, run, step, target_dir, workspace_root};
 
@@ -64,7 +65,7 @@ pub fn dist() -> Result<Dist> {
         "profiler's license is `{license}`, but dist's copyright file is written for \
          `{LICENSE_EXPRESSION}`: update xtask/src/dist.rs"
     );
-    build::build_guest()?;
+    build::build_guest(Arch::X86_64)?;
     let stage = target_dir().join("dist-stage");
     fresh_dir(&stage)?;
     let out = target_dir().join("dist");
@@ -74,7 +75,11 @@ pub fn dist() -> Result<Dist> {
     let files = stage.join("files");
     let binary = files.join("hotprof");
     fs::create_dir_all(&files)?;
-    build::strip_like_dh_strip(&build::guest_bin_dir().join("hotprof"), &binary)?;
+    build::strip_like_dh_strip(
+        Arch::X86_64,
+        &build::guest_bin_dir(Arch::X86_64).join("hotprof"),
+        &binary,
+    )?;
     set_mode(&binary, 0o755)?;
     let release = Release {
         version: metadata["version"]

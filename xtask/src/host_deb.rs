@@ -7,6 +7,7 @@ use std::process::Command;
 
 use anyhow::{Result, bail, ensure};
 
+use crate::arch::Arch;
 use crate::build;
 use crate::dist;
 use crate::host;
@@ -176,7 +177,7 @@ pub fn install_use_remove() -> Result<()> {
 /// `syscall_exact` checks the development build. The workload is the static one `dist` just
 /// built with hotprof (the guest build).
 fn syscall_exact() -> Result<()> {
-    let syscall_lat = build::guest_bin_dir().join("syscall_lat");
+    let syscall_lat = build::guest_bin_dir(Arch::X86_64).join("syscall_lat");
     host::getpid_count_is_exact(Path::new("/usr/bin/hotprof"), &syscall_lat, CALLS)?;
     println!("  /usr/bin/hotprof --syscall getpid -- syscall_lat {CALLS}: exactly {CALLS} calls");
     Ok(())

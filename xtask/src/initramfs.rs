@@ -7,6 +7,10 @@
 //! - the *run* image (`/init` and the command to run, a few hundred bytes) is made per run and
 //!   appended, so a new command never rebuilds the base.
 //!
+//! Each guest architecture has its own base image (`target/vm/aarch64/` for arm64) with its
+//! own busybox: the host's busybox-static for x86_64, Debian's arm64 busybox-static fetched
+//! through our apt state (`apt_state.rs`) into `target/busybox/aarch64/` for arm64.
+//!
 //! Archives are left uncompressed: the kernel unpacks plain cpio faster than it inflates gzip
 //! under TCG, and the file is only read from local disk by qemu.
 
@@ -15,15 +19,65 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::Write as _;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
+use crate::apt_state;
+use crate::arch::Arch;
 use crate::build::GuestBinaries;
-use crate::util::{secs, step, target_dir};
+use crate::util::{self, secs, step, target_dir};
 
-/// Where busybox-static installs its binary: the guest's whole userland.
+/// Where busybox-static installs its binary: the x86_64 guest's whole userland.
 const BUSYBOX: &str = "/bin/busybox";
+
+/// The busybox of `arch`'s guests: the host's own for x86_64; Debian's busybox-static for the
+/// others, fetched through our apt state once and kept under `target/busybox/<arch>/`.
+pub fn busybox(arch: Arch) -> Result<PathBuf> {
+    let Some(subdir) = arch.subdir() else {
+        let busybox = PathBuf::from(BUSYBOX);
+        if !busybox.is_file() {
+            bail!("{BUSYBOX} not found: install busybox-static (`cargo xtask setup` does)");
+        }
+        return Ok(busybox);
+    };
+    let dir = target_dir().join("busybox").join(subdir);
+    let busybox = dir.join("bin").join("busybox");
+    if busybox.is_file() {
+        return Ok(busybox);
+    }
+    step(
+        "busybox",
+        &format!("fetching busybox-static for {}", arch.debian()),
+    );
+    fs::create_dir_all(&dir).with_context(|| format!("could not create {}", dir.display()))?;
+    let work = tempfile::tempdir_in(&dir)
+        .with_context(|| format!("could not create a scratch directory in {}", dir.display()))?;
+    apt_state::download("busybox-static", arch, work.path())?;
+    let deb = fs::read_dir(work.path())
+        .with_context(|| format!("could not list {}", work.path().display()))?
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .find(|path| path.extension().is_some_and(|ext| ext == "deb"))
+        .context("apt-get download busybox-static left no .deb file")?;
+    let root = work.path().join("root");
+    util::stdout_of(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&root))
+        .with_context(|| format!("could not unpack {}", deb.display()))?;
+    // bookworm's package has it in bin/, later ones (merged /usr) in usr/bin/.
+    let unpacked = ["bin/busybox", "usr/bin/busybox"]
+        .map(|path| root.join(path))
+        .into_iter()
+        .find(|path| path.is_file())
+        .with_context(|| format!("{} holds no busybox", deb.display()))?;
+    fs::create_dir_all(dir.join("bin"))
+        .with_context(|| format!("could not create {}", dir.join("bin").display()))?;
+    // Copied aside and renamed, so a half-copied busybox never counts as fetched.
+    let partial = dir.join("bin").join("busybox.partial");
+    fs::copy(&unpacked, &partial)
+        .and_then(|_| fs::rename(&partial, &busybox))
+        .with_context(|| format!("could not copy {}", unpacked.display()))?;
+    Ok(busybox)
+}
 
 /// Bumped whenever the base image's layout changes, to invalidate caches built by older code.
 const BASE_FORMAT: u32 = 1;
@@ -102,13 +156,9 @@ impl Cpio {
     }
 }
 
-/// Returns the cached base image, rebuilding it when busybox or a guest binary changed.
-pub fn base_image(binaries: &GuestBinaries) -> Result<PathBuf> {
-    let busybox = Path::new(BUSYBOX);
-    if !busybox.is_file() {
-        bail!("{BUSYBOX} not found: install busybox-static (`cargo xtask setup` does)");
-    }
-    let mut inputs = vec![busybox.to_path_buf()];
+/// Returns `arch`'s cached base image, rebuilding it when busybox or a guest binary changed.
+pub fn base_image(binaries: &GuestBinaries, arch: Arch) -> Result<PathBuf> {
+    let mut inputs = vec![busybox(arch)?];
     inputs.extend(binaries.paths.iter().cloned());
     for path in &binaries.paths {
         if path.file_name().is_some_and(|name| name == "busybox") {
@@ -119,7 +169,10 @@ pub fn base_image(binaries: &GuestBinaries) -> Result<PathBuf> {
         }
     }
 
-    let dir = target_dir().join("vm");
+    let mut dir = target_dir().join("vm");
+    if let Some(subdir) = arch.subdir() {
+        dir.push(subdir);
+    }
     fs::create_dir_all(&dir).with_context(|| format!("could not create {}", dir.display()))?;
     let image = dir.join("initramfs-base.cpio");
     let stamp_path = dir.join("initramfs-base.stamp");
@@ -195,18 +248,34 @@ pub fn fingerprint(inputs: &[PathBuf]) -> Result<String> {
     Ok(format!("{:016x}\n", hasher.finish()))
 }
 
+/// Where the run image puts the kernel's modules for the guest's `/init` to load.
+pub const MODULES_DIR: &str = "lib/xtask-modules";
+
 /// Writes the initrd for one run: the base image, the extra layers, then an archive holding
-/// `/init` and `/run/cmd.sh`.
+/// `/init`, `/run/cmd.sh` and `modules` (the kernel's own, under [`MODULES_DIR`] by file name).
 pub fn write_run_image(
     base: &Path,
     extra_layers: &[PathBuf],
-    init: &str,
-    script: &str,
+    (init, script): (&str, &str),
+    modules: &[PathBuf],
     dest: &Path,
 ) -> Result<()> {
     let mut cpio = Cpio::new();
     cpio.file("init", 0o755, init.as_bytes());
     cpio.file("run/cmd.sh", 0o644, script.as_bytes());
+    if !modules.is_empty() {
+        cpio.dir("lib", 0o755);
+        cpio.dir(MODULES_DIR, 0o755);
+    }
+    for module in modules {
+        let name = module
+            .file_name()
+            .and_then(|name| name.to_str())
+            .with_context(|| format!("{} has no usable file name", module.display()))?;
+        let contents =
+            fs::read(module).with_context(|| format!("could not read {}", module.display()))?;
+        cpio.file(&format!("{MODULES_DIR}/{name}"), 0o644, &contents);
+    }
     let run = cpio.finish();
     fs::copy(base, dest)
         .with_context(|| format!("could not copy {} to {}", base.display(), dest.display()))?;

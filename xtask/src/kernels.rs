@@ -5,6 +5,10 @@
 //! audit, the 8250 serial driver), so the guest needs no modules. Their package names change
 //! with each security update, so the newest package matching a pattern is resolved every time
 //! (a local `apt-cache` query) and the cache is refreshed when a newer one appears.
+//!
+//! Each series exists for each guest [`Arch`]: x86_64's cache is `target/kernels/<name>/`,
+//! arm64's `target/kernels/aarch64/<name>/` (Debian's arm64 `vmlinuz` is a plain `Image`,
+//! which qemu's `-kernel` boots as it is).
 
 use std::fmt;
 use std::fs;
@@ -14,6 +18,7 @@ use std::process::Command;
 use anyhow::{Context, Result};
 
 use crate::apt_state;
+use crate::arch::Arch;
 use crate::util::{self, step, target_dir};
 
 /// A kernel series the VM tests run on.
@@ -56,20 +61,34 @@ impl Kernel {
         }
     }
 
-    /// `apt-cache search --names-only` pattern for this series' packages. sid ships the
-    /// image alone in `linux-binary-unsigned-*`; the older suites in `linux-image-*`.
-    fn package_pattern(self) -> &'static str {
+    /// `apt-cache search --names-only` pattern for this series' packages of `arch`. sid
+    /// ships the image alone in `linux-binary-unsigned-*` (arm64's may be signed:
+    /// `linux-binary-*`); the older suites in `linux-image-*`.
+    fn package_pattern(self, arch: Arch) -> String {
+        let debian = arch.debian();
+        let binary = match arch {
+            Arch::X86_64 => "linux-binary-unsigned-",
+            Arch::Aarch64 => "linux-binary-(unsigned-)?",
+        };
         match self {
-            Kernel::V6_12 => r"^linux-image-6\.12\.[0-9]+\+deb12-cloud-amd64-unsigned$",
-            Kernel::V7 => r"^linux-binary-unsigned-7\.[0-9]+\.[0-9]+\+deb[0-9]+-cloud-amd64$",
-            Kernel::V6_1 => r"^linux-image-6\.1\.0-[0-9]+-cloud-amd64(-unsigned)?$",
-            Kernel::V5_10 => r"^linux-image-5\.10\.0-[0-9]+-cloud-amd64(-unsigned)?$",
-            Kernel::V7Rt => r"^linux-binary-unsigned-7\.[0-9]+\.[0-9]+\+deb[0-9]+-rt-amd64$",
+            Kernel::V6_12 => {
+                format!(r"^linux-image-6\.12\.[0-9]+\+deb12-cloud-{debian}-unsigned$")
+            }
+            Kernel::V7 => format!(r"^{binary}7\.[0-9]+\.[0-9]+\+deb[0-9]+-cloud-{debian}$"),
+            Kernel::V6_1 => format!(r"^linux-image-6\.1\.0-[0-9]+-cloud-{debian}(-unsigned)?$"),
+            Kernel::V5_10 => {
+                format!(r"^linux-image-5\.10\.0-[0-9]+-cloud-{debian}(-unsigned)?$")
+            }
+            Kernel::V7Rt => format!(r"^{binary}7\.[0-9]+\.[0-9]+\+deb[0-9]+-rt-{debian}$"),
         }
     }
 
-    fn cache_dir(self) -> PathBuf {
-        target_dir().join("kernels").join(self.name())
+    fn cache_dir(self, arch: Arch) -> PathBuf {
+        let kernels = target_dir().join("kernels");
+        match arch.subdir() {
+            Some(subdir) => kernels.join(subdir).join(self.name()),
+            None => kernels.join(self.name()),
+        }
     }
 }
 
@@ -85,6 +104,9 @@ pub struct KernelImage {
     /// The Debian package it came from, e.g. `linux-image-6.12.117+deb12-cloud-amd64-unsigned`.
     pub package: String,
     pub vmlinuz: PathBuf,
+    /// The modules of [`Arch::port_modules`] the package ships (none where they are built
+    /// in), in load order.
+    pub modules: Vec<PathBuf>,
 }
 
 /// How many packages, newest first, are tried before giving up: a mirror can list a package
@@ -94,13 +116,13 @@ const CANDIDATES_TRIED: usize = 4;
 /// Returns the newest kernel of the series that the mirror serves, downloading it if the cache
 /// does not hold it. When apt cannot tell or fetch anything newer but an older download is
 /// cached, that one is used with a warning, so a flaky mirror does not stop offline work.
-pub fn ensure(kernel: Kernel) -> Result<KernelImage> {
-    let cached = cached(kernel);
+pub fn ensure(kernel: Kernel, arch: Arch) -> Result<KernelImage> {
+    let cached = cached(kernel, arch);
     // A stale package list names versions the mirror already dropped: on failure, refresh
     // the lists once and look again.
-    let fetched = fetch_newest(kernel, cached.as_ref()).or_else(|first| {
-        apt_state::update(true).context(format!("{first:#}"))?;
-        fetch_newest(kernel, cached.as_ref())
+    let fetched = fetch_newest(kernel, arch, cached.as_ref()).or_else(|first| {
+        apt_state::update(true, arch).context(format!("{first:#}"))?;
+        fetch_newest(kernel, arch, cached.as_ref())
     });
     match (fetched, cached) {
         (Ok(image), _) => Ok(image),
@@ -116,15 +138,15 @@ pub fn ensure(kernel: Kernel) -> Result<KernelImage> {
 }
 
 /// The newest candidate the cache holds or the mirror serves.
-fn fetch_newest(kernel: Kernel, cached: Option<&KernelImage>) -> Result<KernelImage> {
-    let candidates = candidates(kernel)?;
+fn fetch_newest(kernel: Kernel, arch: Arch, cached: Option<&KernelImage>) -> Result<KernelImage> {
+    let candidates = candidates(kernel, arch)?;
     let mut failures = Vec::new();
     for package in candidates.iter().take(CANDIDATES_TRIED) {
         // The signed and unsigned images of one version boot the same under qemu.
         if let Some(image) = cached.filter(|image| same_version(&image.package, package)) {
             return Ok(image.clone());
         }
-        match download(kernel, package) {
+        match download(kernel, arch, package) {
             Ok(image) => return Ok(image),
             Err(err) => {
                 eprintln!("note: {err:#}");
@@ -140,27 +162,79 @@ fn fetch_newest(kernel: Kernel, cached: Option<&KernelImage>) -> Result<KernelIm
 
 /// Packages matching the series' pattern, newest first, refreshing our lists once if they
 /// know none (the suite may have moved on since they were fetched).
-fn candidates(kernel: Kernel) -> Result<Vec<String>> {
-    let pattern = kernel.package_pattern();
-    let mut found = newest_first(&apt_state::search(pattern)?);
+fn candidates(kernel: Kernel, arch: Arch) -> Result<Vec<String>> {
+    let pattern = kernel.package_pattern(arch);
+    let mut found = newest_first(&apt_state::search(&pattern, arch)?);
     if found.is_empty() {
-        apt_state::update(true)?;
-        found = newest_first(&apt_state::search(pattern)?);
+        apt_state::update(true, arch)?;
+        found = newest_first(&apt_state::search(&pattern, arch)?);
     }
     if found.is_empty() {
-        anyhow::bail!("apt knows no package matching {pattern} (the {kernel} kernel)");
+        anyhow::bail!("apt knows no package matching {pattern} (the {kernel} kernel, {arch})");
     }
     Ok(found)
 }
 
-fn cached(kernel: Kernel) -> Option<KernelImage> {
-    let dir = kernel.cache_dir();
+fn cached(kernel: Kernel, arch: Arch) -> Option<KernelImage> {
+    let dir = kernel.cache_dir(arch);
     let package = fs::read_to_string(dir.join("package")).ok()?;
     let vmlinuz = dir.join("vmlinuz");
+    // A cache made before modules were kept has no modules directory: fetched again.
+    let modules = if arch.port_modules().is_empty() {
+        Vec::new()
+    } else {
+        cached_modules(&dir.join("modules")).ok()?
+    };
     vmlinuz.is_file().then(|| KernelImage {
         package: package.trim().to_owned(),
         vmlinuz,
+        modules,
     })
+}
+
+/// The kept modules, in load order (their names start with their place in it).
+fn cached_modules(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut modules = fs::read_dir(dir)
+        .with_context(|| format!("could not list {}", dir.display()))?
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .collect::<Vec<_>>();
+    modules.sort();
+    Ok(modules)
+}
+
+/// Copies the modules of `arch.port_modules()` that the unpacked package under `root` has
+/// into `dest`, named `NN-name.ko` in load order.
+fn keep_modules(root: &Path, arch: Arch, dest: &Path) -> Result<()> {
+    fs::create_dir_all(dest).with_context(|| format!("could not create {}", dest.display()))?;
+    let mut found = Vec::new();
+    for base in ["lib/modules", "usr/lib/modules"] {
+        collect_files(&root.join(base), &mut found)?;
+    }
+    for (index, name) in arch.port_modules().iter().enumerate() {
+        let file = format!("{name}.ko");
+        if let Some(module) = found.iter().find(|path| path.ends_with(&file)) {
+            let kept = dest.join(format!("{index:02}-{file}"));
+            fs::copy(module, &kept)
+                .with_context(|| format!("could not copy {}", module.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Every file under `dir` (none if it does not exist).
+fn collect_files(dir: &Path, found: &mut Vec<PathBuf>) -> Result<()> {
+    if !dir.is_dir() {
+        return Ok(());
+    }
+    for entry in fs::read_dir(dir).with_context(|| format!("could not list {}", dir.display()))? {
+        let path = entry?.path();
+        if path.is_dir() {
+            collect_files(&path, found)?;
+        } else {
+            found.push(path);
+        }
+    }
+    Ok(())
 }
 
 /// Package names from `apt-cache search` output (`name - description` lines), newest first:
@@ -190,16 +264,16 @@ fn version_key(name: &str) -> Vec<u64> {
         .collect()
 }
 
-fn download(kernel: Kernel, package: &str) -> Result<KernelImage> {
+fn download(kernel: Kernel, arch: Arch, package: &str) -> Result<KernelImage> {
     step(
         "kernel",
         &format!("{kernel}: fetching {package} (about 35 MB)"),
     );
-    let dir = kernel.cache_dir();
+    let dir = kernel.cache_dir(arch);
     fs::create_dir_all(&dir).with_context(|| format!("could not create {}", dir.display()))?;
     let work = tempfile::tempdir_in(&dir)
         .with_context(|| format!("could not create a scratch directory in {}", dir.display()))?;
-    apt_state::download(package, work.path())?;
+    apt_state::download(package, arch, work.path())?;
     let deb = find_file(work.path(), |name| name.ends_with(".deb"))?
         .with_context(|| format!("apt-get download {package} left no .deb file"))?;
     let root = work.path().join("root");
@@ -218,10 +292,22 @@ fn download(kernel: Kernel, package: &str) -> Result<KernelImage> {
         None => modules_image(&root.join("usr/lib/modules"))?
             .with_context(|| format!("{package} has no boot/vmlinuz-* nor a modules image"))?,
     };
-    let image = KernelImage {
+    let modules_dir = dir.join("modules");
+    if !arch.port_modules().is_empty() {
+        if modules_dir.exists() {
+            fs::remove_dir_all(&modules_dir)
+                .with_context(|| format!("could not empty {}", modules_dir.display()))?;
+        }
+        keep_modules(&root, arch, &modules_dir)?;
+    }
+    let mut image = KernelImage {
         package: package.to_owned(),
         vmlinuz: dir.join("vmlinuz"),
+        modules: Vec::new(),
     };
+    if !arch.port_modules().is_empty() {
+        image.modules = cached_modules(&modules_dir)?;
+    }
     // Kept for reference (`grep CONFIG_KPROBES target/kernels/6.12/config`); sid's image
     // package carries none.
     if boot.is_dir()
@@ -315,6 +401,26 @@ linux-binary-unsigned-7.10.1+deb14-cloud-amd64 - Linux 7.10.1 for x86-64 cloud (
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), Kernel::ALL.len());
+    }
+
+    #[test]
+    fn each_architecture_has_its_own_packages_and_cache() {
+        for kernel in Kernel::ALL {
+            assert!(kernel.package_pattern(Arch::X86_64).contains("-amd64"));
+            assert!(kernel.package_pattern(Arch::Aarch64).contains("-arm64"));
+            assert_eq!(
+                kernel.cache_dir(Arch::X86_64),
+                target_dir().join("kernels").join(kernel.name())
+            );
+            assert_ne!(
+                kernel.cache_dir(Arch::X86_64),
+                kernel.cache_dir(Arch::Aarch64)
+            );
+        }
+        assert_eq!(
+            Kernel::V6_12.package_pattern(Arch::Aarch64),
+            r"^linux-image-6\.12\.[0-9]+\+deb12-cloud-arm64-unsigned$"
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! suite (`test`), benchmarks the probes' cost (`bench`) and shows hotprof off (`demo`).
 
 mod apt_state;
+mod arch;
 mod bench;
 mod build;
 mod dist;
@@ -29,6 +30,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
+use crate::arch::Arch;
 use crate::kernels::Kernel;
 use crate::util::{fresh_dir, secs, step, target_dir};
 use crate::vm::{Accel, VmRun};
@@ -77,12 +79,16 @@ struct VmArgs {
     /// Kernel to boot.
     #[arg(long, default_value = "6.12")]
     kernel: Kernel,
+    /// The guest's architecture: aarch64 boots Debian's arm64 kernel on qemu's `virt` board
+    /// (TCG) with hotprof and the workloads built for it.
+    #[arg(long, value_enum, default_value = "x86_64")]
+    arch: Arch,
     /// Seconds before a hung guest is killed, boot included. 10 s before that the guest
     /// prints every process's kernel stack.
     #[arg(long, default_value_t = 300)]
     timeout: u64,
     /// Where the files the command writes under /out land (default: target/vm-out/<kernel>,
-    /// emptied first).
+    /// for aarch64 target/vm-out/aarch64/<kernel>, emptied first).
     #[arg(long)]
     out: Option<PathBuf>,
     /// Do not rebuild the guest binaries; use whatever target/guest holds.
@@ -108,7 +114,7 @@ fn main() -> ExitCode {
     let result = match cli.task {
         Task::Setup => setup::run_all().map(|()| ExitCode::SUCCESS),
         Task::Build => setup::run_all()
-            .and_then(|()| build::build_guest())
+            .and_then(|()| build::build_guest(Arch::X86_64))
             .map(|_| ExitCode::SUCCESS),
         Task::Dist => setup::run_all()
             .and_then(|()| dist::dist())
@@ -127,7 +133,7 @@ fn main() -> ExitCode {
 
 fn fetch_kernels(only: Option<Kernel>) -> Result<()> {
     for kernel in only.map_or(Kernel::ALL.to_vec(), |kernel| vec![kernel]) {
-        let image = kernels::ensure(kernel)?;
+        let image = kernels::ensure(kernel, Arch::X86_64)?;
         step(
             "kernel",
             &format!("{kernel}: {} at {}", image.package, image.vmlinuz.display()),
@@ -139,12 +145,16 @@ fn fetch_kernels(only: Option<Kernel>) -> Result<()> {
 fn vm_command(args: VmArgs) -> Result<ExitCode> {
     if !args.no_build {
         setup::run_all()?;
-        build::build_guest()?;
+        build::build_guest(args.arch)?;
     }
     let out_dir = match args.out {
         Some(dir) => dir,
         None => {
-            let dir = target_dir().join("vm-out").join(args.kernel.name());
+            let mut dir = target_dir().join("vm-out");
+            if let Some(subdir) = args.arch.subdir() {
+                dir.push(subdir);
+            }
+            dir.push(args.kernel.name());
             fresh_dir(&dir)?;
             dir
         }
@@ -155,7 +165,7 @@ fn vm_command(args: VmArgs) -> Result<ExitCode> {
         echo: true,
         show_console: args.console,
         accel: args.accel,
-        ..VmRun::new(args.kernel, args.command.join(" "), out_dir)
+        ..VmRun::new(args.kernel, args.command.join(" "), out_dir).on(args.arch)
     };
     let outcome = vm::run(&run)?;
     eprintln!(
@@ -182,7 +192,7 @@ const DEMO_TIMEOUT: Duration = Duration::from_secs(120);
 
 fn demo() -> Result<ExitCode> {
     setup::run_all()?;
-    build::build_guest()?;
+    build::build_guest(Arch::X86_64)?;
     let script = format!(
         "audit_rules enable && audit_rules add 3 && hotprof --fn __audit_filter_op -- syscall_lat {DEMO_CALLS}"
     );

@@ -1,6 +1,8 @@
 //! `cargo xtask setup`: installs everything a bare Debian 12 machine lacks to build hotprof
 //! (nightly rust-src and bpf-linker for the eBPF object, LLVM 22 for bpf-linker) and to run its
-//! VM tests (qemu, busybox). Every step checks first, so running it again costs about a second.
+//! VM tests (qemu, busybox), for the x86_64 guests and the arm64 ones (qemu-system-arm, the
+//! aarch64 musl target, Debian's arm64 busybox-static). Every step checks first, so running it
+//! again costs about a second.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -8,9 +10,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result, bail};
 
-use crate::util::{self, cargo_bin_dir, is_root, output, run, step};
+use crate::arch::Arch;
+use crate::initramfs;
+use crate::util::{self, cargo_bin_dir, is_root, output, run, step, workspace_root};
 
-/// Debian packages: qemu boots the guest kernels; LLVM 22 (+ polly, zstd, zlib, which its
+/// Debian packages: qemu boots the guest kernels (qemu-system-arm has `qemu-system-aarch64`); LLVM 22 (+ polly, zstd, zlib, which its
 /// cmake/llvm-config link line names) is what bpf-linker links against; busybox-static is the
 /// guest's whole userland; bpftool and bpftrace are for poking at probes by hand. The export
 /// tests check hotprof's outputs with the real consumers: Prometheus (promtool, a server and
@@ -18,9 +22,11 @@ use crate::util::{self, cargo_bin_dir, is_root, output, run, step};
 /// completion and man page tests run bash, fish and zsh and render with man-db/groff;
 /// rt-tests is the real `hackbench` the README's syscall-latency recipe runs;
 /// `systemd-analyze` (systemd) and `setpriv` (util-linux) check the exporter's unit file;
-/// `dist` strips the release binary (binutils) and checks its .deb with lintian.
+/// `dist` strips the release binary (binutils) and checks its .deb with lintian; the arm64
+/// guests' hotprof is stripped the same way by binutils-aarch64-linux-gnu.
 pub const APT_PACKAGES: &[&str] = &[
     "qemu-system-x86",
+    "qemu-system-arm",
     "llvm-22-dev",
     "libpolly-22-dev",
     "libzstd-dev",
@@ -41,6 +47,7 @@ pub const APT_PACKAGES: &[&str] = &[
     "systemd",
     "util-linux",
     "binutils",
+    "binutils-aarch64-linux-gnu",
     "lintian",
 ];
 
@@ -53,6 +60,8 @@ pub fn run_all() -> Result<()> {
     apt_packages().context("setup: apt packages")?;
     rust_src().context("setup: nightly rust-src")?;
     bpf_linker().context("setup: bpf-linker")?;
+    guest_targets().context("setup: the guests' Rust targets")?;
+    arm64_busybox().context("setup: arm64 busybox")?;
     step("setup", "done");
     Ok(())
 }
@@ -142,6 +151,50 @@ fn rust_src() -> Result<()> {
     add.args(["component", "add", "rust-src", "--toolchain", "nightly"]);
     run(&mut add).context("could not add rust-src to the nightly toolchain")?;
     println!("  ok (installed)");
+    Ok(())
+}
+
+/// The Rust targets of the guest builds other than the host's own ([`Arch::rust_target`]),
+/// added to the toolchain the workspace builds with.
+fn guest_targets() -> Result<()> {
+    let wanted = Arch::ALL
+        .iter()
+        .filter(|arch| arch.subdir().is_some())
+        .map(|arch| arch.rust_target())
+        .collect::<Vec<_>>();
+    step(
+        "setup",
+        &format!("Rust targets of the guests: {}", wanted.join(" ")),
+    );
+    let mut list = Command::new("rustup");
+    list.args(["target", "list", "--installed"])
+        .current_dir(workspace_root());
+    let installed = util::stdout_of(&mut list).context("could not list rustup's targets")?;
+    let missing = wanted
+        .into_iter()
+        .filter(|target| !installed.lines().any(|line| line.trim() == *target))
+        .collect::<Vec<_>>();
+    if missing.is_empty() {
+        println!("  ok (already present)");
+        return Ok(());
+    }
+    let mut add = Command::new("rustup");
+    add.args(["target", "add"])
+        .args(&missing)
+        .current_dir(workspace_root());
+    run(&mut add).with_context(|| format!("could not add the targets {}", missing.join(" ")))?;
+    println!("  ok (installed {})", missing.join(" "));
+    Ok(())
+}
+
+/// Debian's arm64 busybox-static, the arm64 guests' userland, through our own apt state.
+fn arm64_busybox() -> Result<()> {
+    step(
+        "setup",
+        "busybox-static for the arm64 guests (target/busybox)",
+    );
+    let busybox = initramfs::busybox(Arch::Aarch64)?;
+    println!("  ok ({})", busybox.display());
     Ok(())
 }
 

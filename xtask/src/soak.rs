@@ -43,11 +43,13 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail, ensure};
 use serde_json::Value;
 
+use crate::arch::Arch;
 use crate::scenarios::{Ctx, Scenario};
 
 /// The soak, as a scenario the test runner can schedule on 6.12.
 pub const SOAK: Scenario = Scenario {
     name: "soak",
+    arch: Arch::X86_64,
     kernels: &[crate::kernels::Kernel::V6_12],
     run: soak,
 };

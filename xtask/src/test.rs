@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, anyhow, bail};
 use clap::Args;
 
+use crate::arch::Arch;
 use crate::build;
 use crate::fuzz;
 use crate::host;
@@ -328,10 +329,36 @@ fn run_fuzz_checks(args: &TestArgs, seconds: u64, results: &mut Results) {
     }
 }
 
-/// Builds the guest binaries, fetches each needed kernel and runs the scenarios; a failed
-/// build or download fails its row and skips what depends on it.
+/// For each guest architecture with a selected scenario: builds its guest binaries, fetches
+/// each needed kernel and runs the scenarios; a failed build or download fails its row and
+/// skips what depends on it. x86_64's rows are `guest_build` and `kernel@K`; another
+/// architecture's carry its name (`guest_build@aarch64`, `kernel@K/aarch64`).
 fn run_vm_checks(args: &TestArgs, checks: &[(&Scenario, Kernel)], results: &mut Results) {
-    if !results.check("guest_build", || build::build_guest().map(drop)) {
+    for arch in Arch::ALL {
+        let mine = checks
+            .iter()
+            .filter(|(scenario, _)| scenario.arch == arch)
+            .copied()
+            .collect::<Vec<_>>();
+        if !mine.is_empty() {
+            run_arch_checks(args, arch, &mine, results);
+        }
+    }
+}
+
+fn run_arch_checks(
+    args: &TestArgs,
+    arch: Arch,
+    checks: &[(&Scenario, Kernel)],
+    results: &mut Results,
+) {
+    let suffix = |sep: &str| {
+        arch.subdir()
+            .map_or(String::new(), |name| format!("{sep}{name}"))
+    };
+    if !results.check(&format!("guest_build{}", suffix("@")), || {
+        build::build_guest(arch).map(drop)
+    }) {
         return;
     }
     let out_root = target_dir().join("vm-out").join("test");
@@ -343,8 +370,8 @@ fn run_vm_checks(args: &TestArgs, checks: &[(&Scenario, Kernel)], results: &mut 
         if mine.is_empty() {
             continue;
         }
-        let fetched = results.check(&format!("kernel@{kernel}"), || {
-            kernels::ensure(kernel).map(|image| println!("  {}", image.package))
+        let fetched = results.check(&format!("kernel@{kernel}{}", suffix("/")), || {
+            kernels::ensure(kernel, arch).map(|image| println!("  {}", image.package))
         });
         if !fetched {
             continue;
@@ -356,7 +383,8 @@ fn run_vm_checks(args: &TestArgs, checks: &[(&Scenario, Kernel)], results: &mut 
                 out_root.join(&name),
                 Duration::from_secs(args.vm_timeout),
                 args.verbose,
-            );
+            )
+            .on(arch);
             results.check(&name, || {
                 fresh_dir(&out_root.join(&name))?;
                 let mut result = (scenario.run)(&mut ctx);

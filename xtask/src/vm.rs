@@ -1,11 +1,12 @@
 //! Running a shell command in a qemu guest booted from a Debian kernel and our initramfs.
 //!
 //! The guest has three serial ports, so nothing needs framing or escaping:
-//! - `ttyS0` is the kernel console. `/init` writes its markers there (booted, exit code, and the
-//!   contents of `/out` as a base64 tar between two markers); everything else on it is kernel
-//!   and init noise, kept only for error messages and `--console`.
-//! - `ttyS1` / `ttyS2` (raw mode) carry the command's stdout / stderr byte for byte. qemu
-//!   connects each to a Unix socket we listen on, and we copy them to our stdout / stderr live.
+//! - `ttyS0` (arm64: `ttyAMA0`) is the kernel console. `/init` writes its markers there
+//!   (booted, exit code, and the contents of `/out` as a base64 tar between two markers);
+//!   everything else on it is kernel and init noise, kept only for errors and `--console`.
+//! - `ttyS1` / `ttyS2` (arm64: the virtio consoles `hvc0` / `hvc1`; raw mode) carry the
+//!   command's stdout / stderr byte for byte. qemu connects each to a Unix socket we listen
+//!   on, and we copy them to our stdout / stderr live.
 //!
 //! Markers carry a per-run nonce, so output that merely looks like one cannot confuse us.
 //!
@@ -16,7 +17,8 @@
 //! command line), `init.rs` (the guest's `/init` and its markers), `console.rs` (reading those
 //! markers and the `/out` archive), `scratch.rs` (per-run scratch directories), `boot.rs` (one
 //! boot, followed and reaped), `ending.rs` (how it ended) and `text.rs` (error-message text);
-//! this file retries boots and falls back from KVM to TCG. Imports go from here down.
+//! the guest's architecture ([`crate::arch::Arch`]) picks the kernel, busybox, binaries and
+//! qemu; this file retries boots and falls back from KVM to TCG. Imports go from here down.
 
 mod boot;
 mod console;
@@ -48,15 +50,21 @@ use crate::kernels;
 /// back. An `Err` means the harness failed (no kernel, qemu died, timeout); the script failing
 /// is a normal outcome with a non-zero `exit_code`.
 pub fn run(run: &VmRun) -> Result<VmOutcome> {
-    let kernel = kernels::ensure(run.kernel)
-        .with_context(|| format!("could not get the {} kernel", run.kernel))?;
-    let binaries = build::guest_binaries()?;
-    let base = initramfs::base_image(&binaries)?;
+    let kernel = kernels::ensure(run.kernel, run.arch)
+        .with_context(|| format!("could not get the {} kernel ({})", run.kernel, run.arch))?;
+    let binaries = build::guest_binaries(run.arch)?;
+    let base = initramfs::base_image(&binaries, run.arch)?;
     fs::create_dir_all(&run.out_dir)
         .with_context(|| format!("could not create {}", run.out_dir.display()))?;
 
     remove_stale_scratch();
-    let mut accel = resolve_accel(run.accel, &run.qemu);
+    if run.accel == Accel::Kvm && !run.arch.kvm_capable() {
+        bail!(
+            "KVM cannot run an {} guest on this host: use --accel tcg",
+            run.arch
+        );
+    }
+    let mut accel = resolve_accel(run.accel, &run.qemu, run.arch);
     let mut boots_left = 2;
     let mut reboots = 0;
     loop {

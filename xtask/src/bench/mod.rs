@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 
+use crate::arch::Arch;
 use crate::build;
 use crate::initramfs::{Cpio, fingerprint};
 use crate::kernels::Kernel;
@@ -90,7 +91,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
     // the guest build; it is waited for before anything is measured.
     let flame_inputs = wants(Section::Flame).then(|| std::thread::spawn(flame::prepare));
     if !args.no_build {
-        build::build_guest_with_examples(&["empty_probe"])?;
+        build::build_guest_with_examples(Arch::X86_64, &["empty_probe"])?;
     }
     let flame_inputs = match flame_inputs {
         Some(handle) => Some(
@@ -182,7 +183,9 @@ const BPFTRACE: &str = "/usr/bin/bpftrace";
 
 impl Tools {
     fn build(baseline_hotprof: Option<&Path>) -> Result<Self> {
-        let empty_probe = build::guest_bin_dir().join("examples").join("empty_probe");
+        let empty_probe = build::guest_bin_dir(Arch::X86_64)
+            .join("examples")
+            .join("empty_probe");
         if !empty_probe.is_file() {
             bail!(
                 "{} is missing: run without --no-build",
@@ -203,7 +206,7 @@ impl Tools {
         };
         let guest_layer = guest_layer(&empty_probe, baseline.as_deref())?;
         Ok(Self {
-            bin_dir: build::guest_bin_dir(),
+            bin_dir: build::guest_bin_dir(Arch::X86_64),
             guest_layer,
             baseline_hotprof: baseline,
         })

@@ -121,7 +121,7 @@ pub fn doctor_matches_what_works(ctx: &mut Ctx) -> Result<()> {
 
 /// The status and `found` of the doctor's row `name`: the line that starts with the name,
 /// then the column gap.
-fn row(guest: &Guest, name: &str) -> Result<(String, String)> {
+pub(super) fn row(guest: &Guest, name: &str) -> Result<(String, String)> {
     let mut found = guest.outcome.stdout.lines().filter_map(|line| {
         let rest = line.strip_prefix(name)?;
         rest.starts_with("  ").then(|| rest.trim_start())

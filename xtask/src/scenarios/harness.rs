@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail, ensure};
 use serde_json::Value;
 
+use crate::arch::Arch;
 use crate::kernels::Kernel;
 use crate::util::fresh_dir;
 use crate::vm::{self, Accel, QemuSetup, VmOutcome, VmRun};
@@ -88,6 +89,7 @@ pub fn caller_rows(report: &Report, function: &str) -> Result<Vec<(String, u64)>
 /// What a scenario runs guests with.
 pub struct Ctx {
     kernel: Kernel,
+    arch: Arch,
     out_root: PathBuf,
     timeout: Duration,
     echo: bool,
@@ -100,12 +102,18 @@ impl Ctx {
     pub fn new(kernel: Kernel, out_root: PathBuf, timeout: Duration, echo: bool) -> Self {
         Self {
             kernel,
+            arch: Arch::X86_64,
             out_root,
             timeout,
             echo,
             runs: 0,
             last: None,
         }
+    }
+
+    /// This context with `arch` guests (x86_64 by default).
+    pub fn on(self, arch: Arch) -> Self {
+        Self { arch, ..self }
     }
 
     /// The kernel this instance of the scenario runs on.
@@ -121,7 +129,8 @@ impl Ctx {
     /// [`Ctx::run`] for a long script: the guest may take `at_least` (or the configured
     /// timeout, if longer) before it is killed as hung.
     pub fn run_with_timeout(&mut self, script: &str, at_least: Duration) -> Result<Guest> {
-        self.launch(script, at_least, &QemuSetup::default(), Clock::Host)
+        let qemu = QemuSetup::for_arch(self.arch);
+        self.launch(script, at_least, &qemu, Clock::Host)
     }
 
     /// [`Ctx::run`] with another qemu (a stand-in).
@@ -137,12 +146,8 @@ impl Ctx {
     /// call 768–832 ns in 17 threads of a 6.1 guest, 1088–1184 ns in 7 others): a check that
     /// compares two durations measured apart needs this one.
     pub fn run_on_instruction_clock(&mut self, script: &str) -> Result<Guest> {
-        self.launch(
-            script,
-            self.timeout,
-            &QemuSetup::default(),
-            Clock::Instructions,
-        )
+        let qemu = QemuSetup::for_arch(self.arch);
+        self.launch(script, self.timeout, &qemu, Clock::Instructions)
     }
 
     fn launch(
@@ -158,9 +163,9 @@ impl Ctx {
         let mut run = VmRun {
             timeout: self.timeout.max(at_least),
             echo: self.echo,
-            qemu: qemu.clone(),
-            ..VmRun::new(self.kernel, script, out_dir)
+            ..VmRun::new(self.kernel, script, out_dir).on(self.arch)
         };
+        run.qemu = qemu.clone();
         if clock == Clock::Instructions {
             run.accel = Accel::Tcg;
             // A later `-smp` overrides the default's.

@@ -15,10 +15,12 @@
 
 use anyhow::Result;
 
+use crate::arch::Arch;
 use crate::kernels::Kernel;
 
 pub use harness::Ctx;
 
+mod arm64;
 mod audit;
 mod auto_mode;
 mod callsite;
@@ -36,9 +38,11 @@ mod raw_syscalls;
 mod sampled_stacks;
 mod stacks;
 
-/// A named end-to-end test and the kernels it runs on.
+/// A named end-to-end test, the guest architecture and the kernels it runs on.
 pub struct Scenario {
     pub name: &'static str,
+    /// Most run on x86_64 guests; the `arm64_*` family on aarch64 ones (TCG).
+    pub arch: Arch,
     pub kernels: &'static [Kernel],
     pub run: fn(&mut Ctx) -> Result<()>,
 }
@@ -53,154 +57,190 @@ const FULL: &[Kernel] = &[Kernel::V6_12, Kernel::V7];
 pub const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "kvm_fallback",
+        arch: Arch::X86_64,
         kernels: &[Kernel::V6_12],
         run: kvm_fallback::kvm_fallback,
     },
     Scenario {
         name: "getpid_exact",
+        arch: Arch::X86_64,
         kernels: EVERY,
         run: exact_counts::getpid_exact,
     },
     Scenario {
         name: "audit_filter_fires",
+        arch: Arch::X86_64,
         kernels: FULL,
         run: audit::audit_filter_fires,
     },
     Scenario {
         name: "audit_filter_missing",
+        arch: Arch::X86_64,
         kernels: &[Kernel::V6_1],
         run: audit::audit_filter_missing,
     },
     Scenario {
         name: "getpid_exact_fentry",
+        arch: Arch::X86_64,
         kernels: EVERY,
         run: exact_counts::getpid_exact_fentry,
     },
     Scenario {
         name: "sleep_wall_vs_on_cpu",
+        arch: Arch::X86_64,
         kernels: FULL,
         run: exact_counts::sleep_wall_vs_on_cpu,
     },
     Scenario {
         name: "nested_frames",
+        arch: Arch::X86_64,
         kernels: FULL,
         run: exact_counts::nested_frames,
     },
     Scenario {
         name: "glob_and_list",
+        arch: Arch::X86_64,
         kernels: FULL,
         run: cli::glob_and_list,
     },
     Scenario {
         name: "bad_inputs",
+        arch: Arch::X86_64,
         kernels: EVERY,
         run: cli::bad_inputs,
     },
     Scenario {
         name: "stacks_flamegraph",
+        arch: Arch::X86_64,
         kernels: FULL,
         run: stacks::stacks_flamegraph,
     },
     Scenario {
         name: "sampled_stacks",
+        arch: Arch::X86_64,
         kernels: FULL,
         run: sampled_stacks::sampled_stacks,
     },
     Scenario {
         name: "cleanup_on_signals",
+        arch: Arch::X86_64,
         kernels: EVERY,
         run: lifecycle::cleanup_on_signals,
     },
     Scenario {
         name: "load_exact_counts",
+        arch: Arch::X86_64,
         kernels: EVERY,
         run: exact_counts::load_exact_counts,
     },
     Scenario {
         name: "blocked_tasks_accounted",
+        arch: Arch::X86_64,
         kernels: FULL,
         run: exact_counts::blocked_tasks_accounted,
     },
     Scenario {
         name: "in_flight_at_stop",
+        arch: Arch::X86_64,
         // Task storage (its task iterator) and the hash-map store.
         kernels: &[Kernel::V6_12, Kernel::V5_10],
         run: exact_counts::in_flight_at_stop,
     },
     Scenario {
         name: "no_btf_falls_back",
+        arch: Arch::X86_64,
         kernels: FULL,
         run: fallbacks::no_btf_falls_back,
     },
     Scenario {
         name: "compare_audit_rules",
+        arch: Arch::X86_64,
         kernels: FULL,
         run: audit::compare_audit_rules,
     },
     Scenario {
         name: "callsite_exact",
+        arch: Arch::X86_64,
         kernels: &[Kernel::V6_12, Kernel::V7, Kernel::V6_1],
         run: callsite::callsite_exact,
     },
     Scenario {
         name: "serve_kprobe",
+        arch: Arch::X86_64,
         kernels: EVERY,
         run: lifecycle::serve_kprobe,
     },
     Scenario {
         name: "by_keys_exact",
+        arch: Arch::X86_64,
         kernels: &[Kernel::V6_12, Kernel::V7],
         run: keys_and_filters::by_keys_exact,
     },
     Scenario {
         name: "slowest_and_filter",
+        arch: Arch::X86_64,
         kernels: &[Kernel::V6_12, Kernel::V7],
         run: keys_and_filters::slowest_and_filter,
     },
     Scenario {
         name: "doctor_matches_what_works",
+        arch: Arch::X86_64,
         kernels: EVERY,
         run: doctor::doctor_matches_what_works,
     },
     Scenario {
         name: "children_inside",
+        arch: Arch::X86_64,
         kernels: &[Kernel::V6_12, Kernel::V7],
         run: keys_and_filters::children_inside,
     },
     Scenario {
         name: "kprobe_multi_exact",
+        arch: Arch::X86_64,
         kernels: &[Kernel::V6_12, Kernel::V7],
         run: kprobe_multi::kprobe_multi_exact,
     },
     Scenario {
         name: "kprobe_multi_signals",
+        arch: Arch::X86_64,
         kernels: &[Kernel::V6_12, Kernel::V7],
         run: kprobe_multi::kprobe_multi_signals,
     },
     Scenario {
         name: "kprobe_multi_fallback",
+        arch: Arch::X86_64,
         kernels: &[Kernel::V5_10, Kernel::V6_1],
         run: kprobe_multi::kprobe_multi_fallback,
     },
     Scenario {
         name: "kprobe_session_exact",
+        arch: Arch::X86_64,
         kernels: &[Kernel::V6_12, Kernel::V7],
         run: kprobe_session::kprobe_session_exact,
     },
     Scenario {
         name: "auto_mode_typed_functions",
+        arch: Arch::X86_64,
         kernels: EVERY,
         run: auto_mode::auto_mode_typed_functions,
     },
     Scenario {
         name: "bias_below_the_fastest_call",
+        arch: Arch::X86_64,
         kernels: EVERY,
         run: auto_mode::bias_below_the_fastest_call,
     },
     Scenario {
         name: "raw_syscalls_exact",
+        arch: Arch::X86_64,
         kernels: &[Kernel::V6_12, Kernel::V7, Kernel::V5_10],
         run: raw_syscalls::raw_syscalls_exact,
+    },
+    Scenario {
+        name: "arm64_fentry_exact",
+        arch: Arch::Aarch64,
+        kernels: &[Kernel::V6_12],
+        run: arm64::arm64_fentry_exact,
     },
 ];
 

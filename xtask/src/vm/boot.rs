@@ -66,8 +66,14 @@ pub(super) fn boot(
         .as_secs()
         .checked_sub(WATCHDOG_MARGIN.as_secs())
         .filter(|at| *at >= WATCHDOG_MARGIN.as_secs());
-    let init = init_script(&marker, watchdog_at);
-    initramfs::write_run_image(base, &run.extra_layers, &init, &run.script, &initrd)?;
+    let init = init_script(&marker, watchdog_at, run.arch, !kernel.modules.is_empty());
+    initramfs::write_run_image(
+        base,
+        &run.extra_layers,
+        (&init, &run.script),
+        &kernel.modules,
+        &initrd,
+    )?;
 
     let stdout_sock = scratch.path().join("stdout.sock");
     let stderr_sock = scratch.path().join("stderr.sock");

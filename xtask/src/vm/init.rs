@@ -3,6 +3,9 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::arch::Arch;
+use crate::initramfs::MODULES_DIR;
+
 /// Unique enough per run: our pid and the clock.
 pub(super) fn nonce() -> String {
     let nanos = SystemTime::now()
@@ -21,7 +24,29 @@ pub(super) fn nonce() -> String {
 ///
 /// It must never exit (the kernel would panic), so it carries on past failed mounts, which
 /// show up on the console.
-pub(super) fn init_script(marker: &str, watchdog_at: Option<u64>) -> String {
+///
+/// With `modules`, it first loads the kernel modules the run image carries (in their names'
+/// order) and waits up to 5 s for the command's ports to appear.
+pub(super) fn init_script(
+    marker: &str,
+    watchdog_at: Option<u64>,
+    arch: Arch,
+    modules: bool,
+) -> String {
+    let [out_port, err_port] = arch.command_ports();
+    let modules = if modules {
+        format!(
+            r#"for module in /{MODULES_DIR}/*.ko; do insmod "$module"; done
+tries=50
+while [ "$tries" -gt 0 ] && ! [ -c {out_port} -a -c {err_port} ]; do
+    sleep 0.1
+    tries=$((tries - 1))
+done
+"#
+        )
+    } else {
+        String::new()
+    };
     let watchdog = match watchdog_at {
         Some(at) => format!(
             r#"watchdog() {{
@@ -56,12 +81,15 @@ mount -t bpf bpf /sys/fs/bpf
 mount -t tmpfs tmpfs /tmp
 mount -t tmpfs tmpfs /out
 ulimit -l unlimited
-# Raw: no newline translation or echo, so the host gets the command's bytes as written.
-stty -F /dev/ttyS1 raw -echo
-stty -F /dev/ttyS2 raw -echo
+{modules}# Raw: no newline translation or echo, so the host gets the command's bytes as written. The
+# ports stay open in init (fds 3 and 4) until the end: a virtio console (arm64's ports) resets
+# its settings when its last open file closes.
+exec 3>{out_port} 4>{err_port}
+stty -F {out_port} raw -echo
+stty -F {err_port} raw -echo
 {watchdog}echo "{marker} ready"
 cd /out
-sh /run/cmd.sh </dev/null >/dev/ttyS1 2>/dev/ttyS2
+sh /run/cmd.sh </dev/null >{out_port} 2>{err_port} 3>&- 4>&-
 rc=$?
 cd /
 [ -n "$watchdog" ] && kill "$watchdog" 2>/dev/null

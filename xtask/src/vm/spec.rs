@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::text::transcript;
+use crate::arch::Arch;
 use crate::kernels::Kernel;
 use crate::util::target_dir;
 
@@ -30,8 +31,15 @@ pub struct QemuSetup {
 
 impl Default for QemuSetup {
     fn default() -> Self {
+        Self::for_arch(Arch::X86_64)
+    }
+}
+
+impl QemuSetup {
+    /// The real qemu for `arch`'s guests.
+    pub fn for_arch(arch: Arch) -> Self {
         Self {
-            binary: PathBuf::from("qemu-system-x86_64"),
+            binary: PathBuf::from(arch.qemu_binary()),
             kvm_device: PathBuf::from("/dev/kvm"),
             // Records that KVM failed on this machine, so later runs go straight to TCG:
             // `/dev/kvm` can open fine and still be unable to run a guest (nested
@@ -45,6 +53,8 @@ impl Default for QemuSetup {
 #[derive(Clone, Debug)]
 pub struct VmRun {
     pub kernel: Kernel,
+    /// The guest's architecture: which kernel, busybox, binaries and qemu.
+    pub arch: Arch,
     /// Shell script run by the guest's busybox `sh` in `/out`, stdin from /dev/null.
     pub script: String,
     /// For the whole run, boot included.
@@ -69,10 +79,12 @@ pub struct VmRun {
 }
 
 impl VmRun {
-    /// A run with the defaults: 300 s timeout, no echo, `Accel::Auto`, 1 GiB, no extra layers.
+    /// A run with the defaults: an x86_64 guest, 300 s timeout, no echo, `Accel::Auto`, 1 GiB,
+    /// no extra layers.
     pub fn new(kernel: Kernel, script: impl Into<String>, out_dir: impl Into<PathBuf>) -> Self {
         Self {
             kernel,
+            arch: Arch::X86_64,
             script: script.into(),
             timeout: Duration::from_secs(300),
             out_dir: out_dir.into(),
@@ -84,6 +96,15 @@ impl VmRun {
             memory_mb: 1024,
             qemu: QemuSetup::default(),
             extra_qemu_args: Vec::new(),
+        }
+    }
+
+    /// This run on an `arch` guest, with that architecture's qemu.
+    pub fn on(self, arch: Arch) -> Self {
+        Self {
+            arch,
+            qemu: QemuSetup::for_arch(arch),
+            ..self
         }
     }
 }

@@ -1,0 +1,114 @@
+//! VM scenarios on arm64 guests: Debian's arm64 cloud kernel on qemu's `virt` board (TCG),
+//! with hotprof, its arm64 eBPF objects and the workloads cross-built for aarch64.
+
+use anyhow::{Result, ensure};
+
+use super::doctor::row;
+use super::harness::{Ctx, Guest};
+
+/// Calls syscall_lat makes: few, as every one is emulated.
+const CALLS: u64 = 5_000;
+
+/// One arm64 boot: `hotprof doctor` says hotprof works there, with the rows Debian's arm64
+/// kernel earns (kprobes, fentry, BTF, tracepoints, perf yes; kprobe.multi/session no, as the
+/// arm64 cloud kernel is built without fprobe); then exact counts: `vfs_read` under fentry,
+/// exactly file_read's reads (a musl binary: Rust's runtime reads no `/proc/self/maps` at
+/// start-up, unlike the x86_64 glibc guests' one extra read), and getpid's arm64 syscall
+/// wrapper `__arm64_sys_getpid` under a kprobe and `--syscall getpid` on its syscall
+/// tracepoints, each exactly syscall_lat's calls.
+// Not checked yet: `--syscall` in its default (auto) mode, which for a command picks the raw
+// tracepoints, found by x86_64 syscall numbers: on arm64 it records no call.
+pub fn arm64_fentry_exact(ctx: &mut Ctx) -> Result<()> {
+    let guest = ctx.run(&format!(
+        "uname -m; hotprof doctor; echo doctor_exit=$?\n\
+         hotprof --fn vfs_read --mode fentry --json /out/read.json -- file_read /tmp/f 4 \
+         || echo fentry_failed=$?\n\
+         hotprof --fn __arm64_sys_getpid --mode kprobe --json /out/getpid.json \
+         -- syscall_lat {CALLS} || echo kprobe_failed=$?\n\
+         hotprof --syscall getpid --syscall-mode tracepoint --json /out/syscall.json \
+         -- syscall_lat {CALLS} || echo syscall_failed=$?\n"
+    ))?;
+    guest.expect_exit(0)?;
+    ensure!(
+        guest.outcome.stdout.starts_with("aarch64\n"),
+        "the guest is not an aarch64 machine (uname -m first)"
+    );
+    doctor_rows(&guest)?;
+    for failed in ["fentry_failed=", "kprobe_failed=", "syscall_failed="] {
+        let lines = guest.lines_containing(failed);
+        ensure!(lines.is_empty(), "a hotprof run failed: {lines:?}");
+    }
+
+    let reads = guest.workload("file_read")?.u64("reads")?;
+    let report = guest.report("read.json")?;
+    ensure!(
+        report.json["mode"] == "fentry",
+        "vfs_read ran in mode {}, want fentry",
+        report.json["mode"]
+    );
+    let count = report.function("vfs_read")?.u64("count")?;
+    ensure!(
+        reads > 0 && count == reads,
+        "fentry counted {count} vfs_read calls, want exactly file_read's {reads}"
+    );
+
+    for (file, function) in [
+        ("getpid.json", "__arm64_sys_getpid"),
+        ("syscall.json", "getpid"),
+    ] {
+        let report = guest.report(file)?;
+        let count = report.function(function)?.u64("count")?;
+        ensure!(
+            count == CALLS,
+            "hotprof counted {count} {function} calls ({}), want exactly {CALLS}",
+            report.json["mode"]
+        );
+    }
+    Ok(())
+}
+
+/// The doctor's rows on Debian's arm64 6.12, and its verdict, exit 0.
+fn doctor_rows(guest: &Guest) -> Result<()> {
+    ensure!(
+        guest.lines_containing("doctor_exit=0").len() == 1,
+        "hotprof doctor must exit 0 on arm64"
+    );
+    let expected: &[(&str, &str)] = &[
+        ("kernel", "yes"),
+        ("privileges", "yes"),
+        ("BTF", "yes"),
+        ("eBPF programs", "yes"),
+        ("kprobes", "yes"),
+        ("fentry", "yes"),
+        ("syscall tracepoints", "yes"),
+        ("perf sampling", "yes"),
+        // Debian's arm64 kernels are built without CONFIG_FPROBE: EOPNOTSUPP.
+        ("kprobe.multi/session", "no"),
+        ("task storage", "yes"),
+        ("/proc/kcore", "yes"),
+        ("kptr_restrict", "yes"),
+        ("tracefs", "yes"),
+    ];
+    let mut wrong = Vec::new();
+    for &(name, want) in expected {
+        let (status, found) = row(guest, name)?;
+        if status != want {
+            wrong.push(format!("{name}: {status} ({found}), want {want}"));
+        }
+    }
+    ensure!(
+        wrong.is_empty(),
+        "doctor rows disagree on arm64: {}",
+        wrong.join("; ")
+    );
+    let verdict = "hotprof works here: kernel functions with fentry and kprobes, syscalls with \
+                   tracepoints";
+    ensure!(
+        guest
+            .outcome
+            .stdout
+            .contains(&format!("\n{verdict}\ndoctor_exit=0")),
+        "want the verdict {verdict:?} as the doctor's last line"
+    );
+    Ok(())
+}
