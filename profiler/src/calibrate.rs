@@ -59,7 +59,8 @@ pub struct Overhead {
 /// A cheap syscall without side effects, and the kernel functions on its path.
 #[derive(Debug)]
 pub struct CalibrationPath {
-    pub syscall: &'static str,
+    /// The syscall as x86-64 names it (see [`CalibrationPath::syscall`]).
+    syscall: &'static str,
     /// Makes the syscall once.
     call: fn() -> libc::c_long,
     /// The function entry-probe modes time (fentry, kprobes): the syscall's own code, listed
@@ -84,19 +85,26 @@ impl Symbol {
     fn name(self) -> std::borrow::Cow<'static, str> {
         match self {
             Symbol::Plain(name) => name.into(),
-            Symbol::Wrapper(syscall) => Arch::NATIVE.syscall_wrapper(syscall).into(),
+            Symbol::Wrapper(syscall) => Arch::NATIVE
+                .syscall_wrapper(Arch::NATIVE.tracefs_syscall(syscall))
+                .into(),
         }
     }
 }
 
 impl CalibrationPath {
+    /// The syscall as this machine's tracefs names it (arm64: `arm64_personality`).
+    pub fn syscall(&self) -> &'static str {
+        Arch::NATIVE.tracefs_syscall(self.syscall)
+    }
+
     /// The function entry-probe modes time on this machine.
     pub fn function(&self) -> std::borrow::Cow<'static, str> {
         self.function.name()
     }
 
     fn probed_by(&self, symbols: &[&str], syscalls: &[String]) -> bool {
-        syscalls.iter().any(|s| s == self.syscall)
+        syscalls.iter().any(|s| s == self.syscall())
             || symbols.iter().any(|symbol| {
                 *symbol == self.function.name() || self.aliases.iter().any(|a| *symbol == a.name())
             })
@@ -313,7 +321,7 @@ fn call_site_on(
         .min_by_key(|(timed, _)| timed.min_ns)
         .map(|(_, site)| site);
     chosen.ok_or(CalibrationError::NoSiteOnPath {
-        syscall: path.syscall,
+        syscall: path.syscall(),
     })
 }
 
@@ -383,7 +391,7 @@ pub fn measure(
             let tracefs = crate::resolve::tracefs_root().ok_or(CalibrationError::NoTracefs)?;
             attach::attach_syscalls_in(
                 &mut ebpf,
-                &[path.syscall.to_string()],
+                &[path.syscall().to_string()],
                 &tracefs,
                 attach::SyscallMode::of(mode),
                 true,

@@ -29,6 +29,16 @@ impl Arch {
         }
     }
 
+    /// A syscall's name in this architecture's tracefs and symbols, from the name x86-64
+    /// gives it: arm64 defines `personality` as `arm64_personality`
+    /// (`sys_enter_arm64_personality`, `__arm64_sys_arm64_personality`).
+    pub fn tracefs_syscall(self, syscall: &'static str) -> &'static str {
+        match (self, syscall) {
+            (Arch::Aarch64, "personality") => "arm64_personality",
+            _ => syscall,
+        }
+    }
+
     /// The symbol of a syscall's entry wrapper: `__x64_sys_getpid`, `__arm64_sys_getpid`.
     pub fn syscall_wrapper(self, syscall: &str) -> String {
         let prefix = match self {
@@ -87,6 +97,12 @@ mod tests {
         assert_eq!(arm("newfstat"), Some(80));
         assert_eq!(arm("newfstatat"), Some(79));
         assert_eq!(arm("personality"), Some(92));
+        assert_eq!(arm("arm64_personality"), Some(92));
+        assert_eq!(
+            Arch::Aarch64.syscall_wrapper(Arch::Aarch64.tracefs_syscall("personality")),
+            "__arm64_sys_arm64_personality"
+        );
+        assert_eq!(Arch::X86_64.tracefs_syscall("personality"), "personality");
         assert_eq!(arm("file_setattr"), Some(469));
         // The generic table has no open, stat or fork: their *at and clone forms only.
         assert_eq!(

@@ -2,7 +2,7 @@
 //! no `open`, `stat`, `fork`… (their `*at` and `clone` forms only). Below 424 as the libc crate
 //! lists them for aarch64; from 424 on, numbers are the same on every architecture. Both the
 //! header's names and the ones tracefs gives some of them (`newfstat`, `newuname`,
-//! `sendfile64`, `umount`).
+//! `sendfile64`, `umount`, and `arm64_personality`, arm64's own definition of personality).
 
 /// arm64 syscalls by name.
 pub(super) const SYSCALLS: &[(&str, u32)] = &[
@@ -189,6 +189,7 @@ pub(super) const SYSCALLS: &[(&str, u32)] = &[
     ("openat2", 437),
     ("perf_event_open", 241),
     ("personality", 92),
+    ("arm64_personality", 92),
     ("pidfd_getfd", 438),
     ("pidfd_open", 434),
     ("pidfd_send_signal", 424),
