@@ -69,7 +69,7 @@ pub struct CalibrationPath {
     /// Other names of the same code (aliases at its address), which a run may probe.
     aliases: &'static [Symbol],
     /// The functions whose direct calls call-site mode may time, in path order.
-    call_sites_in: &'static [&'static str],
+    call_sites_in: &'static [Symbol],
 }
 
 /// A kernel symbol on a calibration path: named alike on every architecture, or the
@@ -124,14 +124,23 @@ const PATHS: [CalibrationPath; 3] = [
         call: cheap_calls::getpid,
         function: Symbol::Plain("__do_sys_getpid"),
         aliases: &[Symbol::Wrapper("getpid")],
-        call_sites_in: &["__do_sys_getpid", "__task_pid_nr_ns"],
+        // The wrapper too: where `__do_sys_getpid` is inlined into it (arm64), its calls are.
+        call_sites_in: &[
+            Symbol::Plain("__do_sys_getpid"),
+            Symbol::Wrapper("getpid"),
+            Symbol::Plain("__task_pid_nr_ns"),
+        ],
     },
     CalibrationPath {
         syscall: "getppid",
         call: cheap_calls::getppid,
         function: Symbol::Plain("__do_sys_getppid"),
         aliases: &[Symbol::Wrapper("getppid")],
-        call_sites_in: &["__do_sys_getppid", "__task_pid_nr_ns"],
+        call_sites_in: &[
+            Symbol::Plain("__do_sys_getppid"),
+            Symbol::Wrapper("getppid"),
+            Symbol::Plain("__task_pid_nr_ns"),
+        ],
     },
 ];
 
@@ -286,7 +295,7 @@ fn call_site_on(
     let mut candidates = Vec::new();
     for function in path.call_sites_in {
         candidates.extend(
-            callsites::direct_calls(kernel, &kcore, function)
+            callsites::direct_calls(kernel, &kcore, &function.name())
                 .map_err(CalibrationError::CallSites)?,
         );
     }

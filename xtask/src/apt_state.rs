@@ -273,11 +273,13 @@ pub fn search(pattern: &str, arch: Arch) -> Result<String> {
     util::stdout_of(&mut cmd).context("could not search target/apt's package lists")
 }
 
-/// `apt-get download PACKAGE` (of `arch`) into `dir`.
+/// `apt-get download PACKAGE` (of `arch`) into `dir`, `arch`'s lists made or refreshed first
+/// if missing or stale (a clean clone has none yet).
 pub fn download(package: &str, arch: Arch, dir: &Path) -> Result<()> {
     if !dir.is_dir() {
         bail!("{} is not a directory", dir.display());
     }
+    update(false, arch)?;
     let mut cmd = apt("apt-get", arch);
     cmd.args(["download", "-q", package]).current_dir(dir);
     util::stdout_of(&mut cmd)
