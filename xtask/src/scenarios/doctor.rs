@@ -23,33 +23,7 @@ pub fn doctor_matches_what_works(ctx: &mut Ctx) -> Result<()> {
     let old = kernel == Kernel::V5_10;
     // kprobe.multi needs 5.18 and fprobe, which Debian's 6.1 is built without (EOPNOTSUPP).
     let multi = !matches!(kernel, Kernel::V5_10 | Kernel::V6_1);
-    let expected: &[(&str, &str)] = &[
-        ("kernel", "yes"),
-        ("privileges", "yes"),
-        ("BTF", "yes"),
-        ("eBPF programs", "yes"),
-        ("kprobes", "yes"),
-        ("fentry", "yes"),
-        ("syscall tracepoints", "yes"),
-        ("perf sampling", "yes"),
-        ("kprobe.multi/session", if multi { "yes" } else { "no" }),
-        ("task storage", if old { "no" } else { "yes" }),
-        ("/proc/kcore", "yes"),
-        ("kptr_restrict", "yes"),
-        ("tracefs", "yes"),
-    ];
-    let mut wrong = Vec::new();
-    for &(name, want) in expected {
-        let (status, found) = row(&guest, name)?;
-        if status != want {
-            wrong.push(format!("{name}: {status} ({found}), want {want}"));
-        }
-    }
-    ensure!(
-        wrong.is_empty(),
-        "doctor rows disagree: {}",
-        wrong.join("; ")
-    );
+    check_rows(&guest, &expected_rows(multi, !old))?;
 
     let (_, release) = row(&guest, "kernel")?;
     let series = match kernel {
@@ -137,4 +111,42 @@ pub(super) fn row(guest: &Guest, name: &str) -> Result<(String, String)> {
         .split_once(' ')
         .with_context(|| format!("row {name:?} has no found column: {rest:?}"))?;
     Ok((status.to_owned(), found.trim_start().to_owned()))
+}
+
+/// doctor's rows on a Debian guest where hotprof works: everything yes but, where the kernel
+/// lacks them, the kprobe.multi/session links (`multi`) and task storage (`task_storage`).
+pub(super) fn expected_rows(multi: bool, task_storage: bool) -> Vec<(&'static str, &'static str)> {
+    let yes_if = |works: bool| if works { "yes" } else { "no" };
+    vec![
+        ("kernel", "yes"),
+        ("privileges", "yes"),
+        ("BTF", "yes"),
+        ("eBPF programs", "yes"),
+        ("kprobes", "yes"),
+        ("fentry", "yes"),
+        ("syscall tracepoints", "yes"),
+        ("perf sampling", "yes"),
+        ("kprobe.multi/session", yes_if(multi)),
+        ("task storage", yes_if(task_storage)),
+        ("/proc/kcore", "yes"),
+        ("kptr_restrict", "yes"),
+        ("tracefs", "yes"),
+    ]
+}
+
+/// Each `(row, status)` of `expected` as doctor printed it; every row that differs is named.
+pub(super) fn check_rows(guest: &Guest, expected: &[(&str, &str)]) -> Result<()> {
+    let mut wrong = Vec::new();
+    for &(name, want) in expected {
+        let (status, found) = row(guest, name)?;
+        if status != want {
+            wrong.push(format!("{name}: {status} ({found}), want {want}"));
+        }
+    }
+    ensure!(
+        wrong.is_empty(),
+        "doctor rows disagree: {}",
+        wrong.join("; ")
+    );
+    Ok(())
 }
