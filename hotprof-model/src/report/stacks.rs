@@ -284,14 +284,14 @@ pub fn top_table(
     let mut by_leaf: std::collections::HashMap<(String, String), u64> =
         std::collections::HashMap::new();
     for record in records {
-        let leaf = match (record.kernel.first(), record.user.first()) {
-            _ if record.leaf.is_some() => format!("[k] {}", record.leaf.as_deref().unwrap_or("")),
-            (Some(&address), _) => format!("[k] {}", kernel.frame_name(address)),
-            (None, Some(&address)) => match &user {
+        let leaf = match (&record.leaf, record.kernel.first(), record.user.first()) {
+            (Some(leaf), _, _) => format!("[k] {leaf}"),
+            (None, Some(&address), _) => format!("[k] {}", kernel.frame_name(address)),
+            (None, None, Some(&address)) => match &user {
                 Some(user) => format!("[.] {}", user.symbolize(record.pid, &[address]).remove(0)),
                 None => format!("[.] {address:#x}"),
             },
-            (None, None) => format!("[?] {}", flame::UNKNOWN),
+            (None, None, None) => format!("[?] {}", flame::UNKNOWN),
         };
         *by_leaf.entry((record.comm.clone(), leaf)).or_default() += record.count;
     }
