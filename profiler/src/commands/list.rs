@@ -46,7 +46,7 @@ pub fn run(args: &ListArgs) -> anyhow::Result<i32> {
     let kprobes = attach::kprobes_available();
     // What a run would get, from doctor's own tries (once, not per function): the files can
     // list a function that the kernel still refuses to probe in any way.
-    let tries = crate::commands::doctor::attach_tries();
+    let tries = crate::commands::doctor::attach_tries(&kernel);
     let refused = |tried: &Tried| matches!(tried, Tried::Fails(_));
     let callsites = call_sites(&kernel, &symbols);
     println!("{}", header());

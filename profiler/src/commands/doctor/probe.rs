@@ -93,8 +93,9 @@ pub struct AttachTries {
     pub fentry: Tried,
 }
 
-/// Doctor's kprobe and fentry tries alone; not tried without the privileges a run needs.
-pub fn attach_tries() -> AttachTries {
+/// Doctor's kprobe and fentry tries alone, on getpid's functions as `kernel` lists them; not
+/// tried without the privileges a run needs.
+pub fn attach_tries(kernel: &KernelFunctions) -> AttachTries {
     if !privileges().sufficient {
         let why = || Tried::NotTried("needs root, or CAP_BPF and CAP_PERFMON".into());
         return AttachTries {
@@ -102,15 +103,26 @@ pub fn attach_tries() -> AttachTries {
             fentry: why(),
         };
     }
-    let kernel = crate::resolve::kernel_functions().ok();
-    let programs = try_programs(
-        first(kernel.as_ref(), KPROBE_TARGETS).as_ref(),
-        first(kernel.as_ref(), FENTRY_TARGETS).as_ref(),
-        None,
-    );
+    let mut loaded = match load_for_tries() {
+        Ok(loaded) => loaded,
+        Err(_) => {
+            let not_loaded = || Tried::NotTried("hotprof's eBPF object did not load".into());
+            return AttachTries {
+                kprobe: not_loaded(),
+                fentry: not_loaded(),
+            };
+        }
+    };
+    // Only the two tries `list` reports: not the hooks, sampler and links doctor also tries.
     AttachTries {
-        kprobe: programs.kprobe,
-        fentry: programs.fentry,
+        kprobe: try_kprobe(
+            &mut loaded.ebpf,
+            first(Some(kernel), KPROBE_TARGETS).as_ref(),
+        ),
+        fentry: try_fentry(
+            &mut loaded.ebpf,
+            first(Some(kernel), FENTRY_TARGETS).as_ref(),
+        ),
     }
 }
 
@@ -240,16 +252,7 @@ fn try_programs(
     fentry_target: Option<&Target>,
     tracefs: Option<&Path>,
 ) -> Programs {
-    let config = ProbeConfig {
-        functions: 1,
-        // An empty pid set: the probes count nothing while they are attached.
-        filter_tgids: true,
-        exclude_tgid: Some(std::process::id()),
-        sampling: true,
-        stack_map_size: 16,
-        ..Default::default()
-    };
-    let mut loaded = match attach::load(&config) {
+    let mut loaded = match load_for_tries() {
         Ok(loaded) => loaded,
         Err(error) => {
             let not_loaded = Tried::NotTried("hotprof's eBPF object did not load".into());
@@ -271,16 +274,8 @@ fn try_programs(
         )),
         Err(error) => Tried::Fails(tidy_reason(&error.message())),
     };
-    let kprobe = if !attach::kprobes_available() {
-        Tried::Fails(
-            "no kprobe PMU in /sys/bus/event_source/devices: the kernel is built without kprobe \
-             events (CONFIG_KPROBES, CONFIG_KPROBE_EVENTS)"
-                .into(),
-        )
-    } else {
-        attach_one(ebpf, kprobe_target, Mode::Kprobe, "kprobe and kretprobe")
-    };
-    let fentry = attach_one(ebpf, fentry_target, Mode::Fentry, "fentry and fexit");
+    let kprobe = try_kprobe(ebpf, kprobe_target);
+    let fentry = try_fentry(ebpf, fentry_target);
     let syscalls = match tracefs {
         None => Tried::NotTried("no tracefs".into()),
         Some(root) => match attach::attach_syscalls(ebpf, &["getpid".to_owned()], root) {
@@ -299,6 +294,36 @@ fn try_programs(
         kprobe_multi: kprobe_link(ebpf, KprobeAttach::Multi, fentry_target),
         kprobe_session: kprobe_link(ebpf, KprobeAttach::Session, fentry_target),
     }
+}
+
+/// hotprof's object as a run without per-call options loads it, its probes counting nothing.
+fn load_for_tries() -> Result<attach::Loaded, attach::EbpfLoadError> {
+    attach::load(&ProbeConfig {
+        functions: 1,
+        // An empty pid set: the probes count nothing while they are attached.
+        filter_tgids: true,
+        exclude_tgid: Some(std::process::id()),
+        sampling: true,
+        stack_map_size: 16,
+        ..Default::default()
+    })
+}
+
+/// A kprobe/kretprobe pair on `target`, or why not.
+fn try_kprobe(ebpf: &mut aya::Ebpf, target: Option<&Target>) -> Tried {
+    if !attach::kprobes_available() {
+        return Tried::Fails(
+            "no kprobe PMU in /sys/bus/event_source/devices: the kernel is built without kprobe \
+             events (CONFIG_KPROBES, CONFIG_KPROBE_EVENTS)"
+                .into(),
+        );
+    }
+    attach_one(ebpf, target, Mode::Kprobe, "kprobe and kretprobe")
+}
+
+/// An fentry/fexit pair on `target`, or why not.
+fn try_fentry(ebpf: &mut aya::Ebpf, target: Option<&Target>) -> Tried {
+    attach_one(ebpf, target, Mode::Fentry, "fentry and fexit")
 }
 
 /// Attaches one function in `mode`; `what` names the pair in the outcome.
