@@ -15,6 +15,9 @@ pub enum Arch {
 }
 
 impl Arch {
+    /// Every architecture hotprof knows.
+    pub const ALL: [Arch; 2] = [Arch::X86_64, Arch::Aarch64];
+
     /// The architecture of this build (hotprof runs on the kernel it probes).
     #[cfg(target_arch = "x86_64")]
     pub const NATIVE: Arch = Arch::X86_64;
@@ -61,6 +64,18 @@ impl Arch {
             .map(|&(_, number)| number)
     }
 
+    /// Another architecture that has syscall `name` when this one does not: `open` is x86-64's
+    /// alone (arm64's generic table has only `openat`), so a command line written on x86-64
+    /// hears why it fails on arm64.
+    pub fn elsewhere(self, name: &str) -> Option<Arch> {
+        if self.syscall_number(name).is_some() {
+            return None;
+        }
+        Arch::ALL
+            .into_iter()
+            .find(|&other| other != self && other.syscall_number(name).is_some())
+    }
+
     /// Offset in `task_struct` of the word holding the compat-syscall flag on kernel
     /// `(major, minor)`: `thread_info` is the first member on both. x86-64: `status`
     /// (`TS_COMPAT`), after `flags`, and since 5.11 also `syscall_work`; arm64: `flags`
@@ -77,6 +92,26 @@ impl Arch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_syscall_missing_here_is_placed_where_it_exists() {
+        assert_eq!(Arch::Aarch64.elsewhere("open"), Some(Arch::X86_64));
+        assert_eq!(Arch::Aarch64.elsewhere("fork"), Some(Arch::X86_64));
+        assert_eq!(Arch::Aarch64.elsewhere("openat"), None);
+        assert_eq!(Arch::X86_64.elsewhere("open"), None);
+        assert_eq!(Arch::X86_64.elsewhere("nosuch"), None);
+        let unknown = crate::attach::AttachError::UnknownSyscall {
+            name: "open".into(),
+            elsewhere: Some(Arch::X86_64),
+            suggestions: vec!["openat".into()],
+        };
+        let said = unknown.to_string();
+        assert!(
+            said.starts_with("unknown syscall 'open': x86_64 has it, ")
+                && said.ends_with(" does not (did you mean: openat?)"),
+            "{said}"
+        );
+    }
 
     #[test]
     fn syscall_numbers_are_each_architecture_s_under_tracefs_names() {

@@ -61,9 +61,19 @@ pub enum AttachError {
     },
     #[error("at most {SYSCALL_SLOTS} syscalls per run ({requested} requested)")]
     TooManySyscalls { requested: usize },
-    #[error("unknown syscall '{name}': no tracepoint syscalls/sys_enter_{name}{}", crate::resolve::did_you_mean(.suggestions))]
+    #[error(
+        "unknown syscall '{name}': {}{}",
+        .elsewhere.map_or(format!("no tracepoint syscalls/sys_enter_{name}"), |other| format!(
+            "{} has it, {} does not",
+            other.name(),
+            crate::arch::Arch::NATIVE.name()
+        )),
+        crate::resolve::did_you_mean(.suggestions)
+    )]
     UnknownSyscall {
         name: String,
+        /// Another architecture that has it (a command line carried over from there).
+        elsewhere: Option<crate::arch::Arch>,
         suggestions: Vec<String>,
     },
     #[error(

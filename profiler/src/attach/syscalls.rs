@@ -155,6 +155,7 @@ fn check_syscall_names(syscalls: &[String], tracefs: &Path) -> Result<(), Attach
     {
         Some(name) => Err(AttachError::UnknownSyscall {
             name: name.clone(),
+            elsewhere: Arch::NATIVE.elsewhere(name),
             suggestions: similar_syscalls(&events, name),
         }),
         None => Ok(()),
