@@ -775,6 +775,28 @@ fn key_recording(fields: &[&str], keys: &[(&str, Shape)], seed: u64) -> Recordin
     recording
 }
 
+/// For every metric, `rows(metric)` gives (the row slowed by 10 %, the unchanged row): both
+/// tested by Welch over runs, only the slowed one significant (calls/run unchanged in both).
+fn assert_one_slowed_by_ten_percent<'a>(rows: impl Fn(&str) -> (&'a Row, &'a Row)) {
+    for metric in ["calls/run", "avg", "p50", "p99"] {
+        let (slowed, unchanged) = rows(metric);
+        for row in [slowed, unchanged] {
+            assert_eq!(
+                row.test.as_ref().map(|t| t.method),
+                Some(TestMethod::WelchRuns),
+                "{}",
+                row.verdict_text
+            );
+        }
+        assert!(!unchanged.significant, "{}", unchanged.verdict_text);
+        if metric != "calls/run" {
+            assert!(slowed.significant, "{}", slowed.verdict_text);
+            let change = slowed.test.as_ref().unwrap().change_pct;
+            assert!((change - 10.0).abs() < 2.0, "{}", slowed.verdict_text);
+        }
+    }
+}
+
 fn site_row<'a>(comparison: &'a Comparison, site: &str, metric: &str) -> &'a Row {
     comparison.functions[0]
         .callers
@@ -820,24 +842,12 @@ fn a_slowdown_at_one_call_site_is_significant_there_only() {
     let function = &comparison.functions[0];
     let sites: Vec<&str> = function.callers.iter().map(|c| c.site.as_str()).collect();
     assert_eq!(sites, [WRITE_SITE, KSYS_SITE]);
-    for metric in ["calls/run", "avg", "p50", "p99"] {
-        let slowed = site_row(&comparison, WRITE_SITE, metric);
-        let unchanged = site_row(&comparison, KSYS_SITE, metric);
-        for row in [slowed, unchanged] {
-            assert_eq!(
-                row.test.as_ref().map(|t| t.method),
-                Some(TestMethod::WelchRuns),
-                "{}",
-                row.verdict_text
-            );
-        }
-        assert!(!unchanged.significant, "{}", unchanged.verdict_text);
-        if metric != "calls/run" {
-            assert!(slowed.significant, "{}", slowed.verdict_text);
-            let change = slowed.test.as_ref().unwrap().change_pct;
-            assert!((change - 10.0).abs() < 2.0, "{}", slowed.verdict_text);
-        }
-    }
+    assert_one_slowed_by_ten_percent(|metric| {
+        (
+            site_row(&comparison, WRITE_SITE, metric),
+            site_row(&comparison, KSYS_SITE, metric),
+        )
+    });
     assert!(!site_row(&comparison, WRITE_SITE, "calls/run").significant);
     // The site rows are in the Holm family: 6 function rows and 4 per common site.
     assert_eq!(comparison.tests, 6 + 2 * 4);
@@ -981,24 +991,12 @@ fn a_slowdown_at_one_key_value_is_significant_there_only() {
         .map(|k| k.key.clone())
         .collect();
     assert_eq!(keys, [SLOWED_KEY, STEADY_KEY]);
-    for metric in ["calls/run", "avg", "p50", "p99"] {
-        let slowed = key_row(&comparison, &SLOWED_KEY, metric);
-        let steady = key_row(&comparison, &STEADY_KEY, metric);
-        for row in [slowed, steady] {
-            assert_eq!(
-                row.test.as_ref().map(|t| t.method),
-                Some(TestMethod::WelchRuns),
-                "{}",
-                row.verdict_text
-            );
-        }
-        assert!(!steady.significant, "{}", steady.verdict_text);
-        if metric != "calls/run" {
-            assert!(slowed.significant, "{}", slowed.verdict_text);
-            let change = slowed.test.as_ref().unwrap().change_pct;
-            assert!((change - 10.0).abs() < 2.0, "{}", slowed.verdict_text);
-        }
-    }
+    assert_one_slowed_by_ten_percent(|metric| {
+        (
+            key_row(&comparison, &SLOWED_KEY, metric),
+            key_row(&comparison, &STEADY_KEY, metric),
+        )
+    });
     // The key rows are in the Holm family: 6 function rows and 4 per common key value.
     assert_eq!(comparison.tests, 6 + 2 * 4);
     for expected in [
