@@ -28,6 +28,9 @@
 //!   that needs no frames: 6.10 with `CONFIG_FPROBE` and BTF (its kfuncs are called by BTF
 //!   id, `kfunc.rs`). Main object only.
 //! - fentry/fexit (`fentry_N`/`fexit_N`, one pair per function slot): 5.5, BTF required.
+//! - fsession (`fsession`, kprobe.session's body on a trampoline: one program at entry and
+//!   exit, the entry time in the call's cookie), for a run of one function that needs no
+//!   frames: 7.0, BTF required (`fsession.rs`).
 //! - syscall tracepoints (`sys_enter_N`/`sys_exit_N`, one pair per syscall slot on
 //!   `syscalls:sys_enter_NAME`/`sys_exit_NAME`): 4.7.
 //! - raw syscall tracepoints (`raw_syscalls:sys_enter`/`sys_exit`, every syscall, the traced

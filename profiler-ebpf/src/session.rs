@@ -75,15 +75,22 @@ fn traced_tgid_cached(tgid: u32) -> bool {
 #[unsafe(no_mangle)]
 #[unsafe(link_section = "kprobe")]
 pub fn kprobe_session(ctx: *mut c_void) -> u32 {
-    session(ProbeContext::new(ctx))
+    // SAFETY: this program is loaded for a kprobe.session link only (userspace's
+    // `load_for_session_link`), and `ctx` is its context.
+    unsafe { session_at::<true>(ProbeContext::new(ctx).as_ptr()) }
 }
 
-/// At the entry: 0 to be run again at the return, 1 for a call not to time.
+/// One run of a session program (kprobe.session, fsession), at a call's entry or its return:
+/// 0, or 1 at an entry whose call is not timed where `SKIP_BY_RETURN` (kprobe.session: the
+/// kernel then skips the return). fsession programs must return 0 (the verifier's range for
+/// tracing programs, 7.2), so there an untimed call's cookie is zeroed and its return skips it.
+///
+/// # Safety
+/// `raw` is the context of a program loaded for a kprobe.session link or as an fsession
+/// program, whose session kfuncs it calls.
 #[inline(always)]
-fn session(ctx: ProbeContext) -> u32 {
-    let raw = ctx.as_ptr();
-    // SAFETY: this program is loaded for a kprobe.session link only (userspace's
-    // `load_for_session_link`), and `raw` is its context.
+pub(crate) unsafe fn session_at<const SKIP_BY_RETURN: bool>(raw: *mut c_void) -> u32 {
+    // SAFETY: the caller's contract.
     if unsafe { session_is_return(raw) } {
         let now = now_ns();
         // SAFETY: as above; the cookie is this call's own u64, never null.
@@ -93,7 +100,7 @@ fn session(ctx: ProbeContext) -> u32 {
         // Return error for missed kprobe multi bpf program execution") an entry skipped for
         // BPF recursion still got its return. That call is already a loss, in the program's
         // recursion misses (the report's kernel-missed line). Zeroed here, so a stale start
-        // is never reused.
+        // is never reused; zero also at an untimed fsession entry.
         if started == 0 {
             return 0;
         }
@@ -101,7 +108,12 @@ fn session(ctx: ProbeContext) -> u32 {
         return 0;
     }
     if !wanted_with(bpf_get_current_pid_tgid(), traced_tgid_cached) {
-        return 1;
+        if SKIP_BY_RETURN {
+            return 1;
+        }
+        // SAFETY: as above.
+        unsafe { *session_cookie(raw) = 0 };
+        return 0;
     }
     count(Counter::SessionEntries, 1);
     // SAFETY: as above. Last, so the bookkeeping is not part of the measured time.

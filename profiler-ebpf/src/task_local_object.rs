@@ -8,6 +8,7 @@ mod config;
 mod counters;
 mod filter;
 mod frames;
+mod fsession;
 mod hist;
 mod keys;
 mod kfunc;

@@ -159,8 +159,9 @@ pub struct Baseline {
 pub struct Calibration {
     pub baseline: Baseline,
     pub mode: AttachedMode,
-    /// In kprobe mode: through a kprobe.multi link, or a perf kprobe per function.
-    pub kprobe_attach: attach::KprobeAttach,
+    /// How the run's functions were attached within their mode (a session, a kprobe.multi
+    /// link, perf kprobes, fentry pairs): the calibration attaches the same way.
+    pub mechanisms: attach::Mechanisms,
     pub store: TaskStore,
     pub kernel: Option<KernelFunctions>,
     /// The run's per-call configuration (stacks, `--by` keys, `--slowest`).
@@ -173,7 +174,7 @@ impl Calibration {
         measure(
             &self.baseline,
             self.mode,
-            self.kprobe_attach,
+            self.mechanisms,
             self.store,
             self.kernel.as_ref(),
             &self.run,
@@ -355,7 +356,7 @@ fn follow_self(ebpf: &mut aya::Ebpf) -> Result<(), CalibrationError> {
 pub fn measure(
     baseline: &Baseline,
     mode: AttachedMode,
-    kprobe_attach: attach::KprobeAttach,
+    mechanisms: attach::Mechanisms,
     store: TaskStore,
     kernel: Option<&KernelFunctions>,
     run: &ProbeConfig,
@@ -424,7 +425,7 @@ pub fn measure(
                 &mut ebpf,
                 std::slice::from_ref(&target),
                 wanted,
-                kprobe_attach,
+                mechanisms,
                 &mut crate::progress::Progress::quiet(),
             )
             .map_err(CalibrationError::Attach)?

@@ -148,6 +148,24 @@ fn load_every_program_with(config: &ProbeConfig, store: TaskStore) -> Vec<String
             .load_for_session_link(&kfuncs)
             .unwrap_or_else(|e| panic!("kprobe_session rejected: {e:?}"));
         loaded.push("kprobe_session".to_string());
+        // fsession (7.0+): where the kernel numbers BPF_TRACE_FSESSION, the program must load
+        // for a function of its BTF (not counted: older kernels, such as this project's 6.18
+        // host, have no such attach type; the 7.x guests run it in `fsession_exact`).
+        let index = profiler::attach::kernel_btf().expect("kernel BTF");
+        if let Some(fsession) = index.enumerator("BPF_TRACE_FSESSION") {
+            let target = index.function("vfs_read").expect("vfs_read in BTF");
+            let program: &mut FEntry = ebpf
+                .program_mut(profiler::attach::FSESSION_PROGRAM)
+                .unwrap()
+                .try_into()
+                .unwrap();
+            match program.load_for_fsession(target, fsession as u32, &kfuncs) {
+                Ok(()) => {}
+                // Where fentry is blocked (as on this host) fsession is too.
+                Err(e) if format!("{e:?}").contains("Operation not permitted") => {}
+                Err(e) => panic!("fsession rejected: {e:?}"),
+            }
+        }
         // The bench's session pair (not counted: bench-only programs, in the main object
         // only, which runs with per-call options get).
         let bench_pair = if config.sets_per_call_options() {

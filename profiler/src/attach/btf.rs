@@ -1,6 +1,7 @@
 //! The running kernel's BTF, read once per process, as an index of the names hotprof looks
 //! up in it: functions (`--fn` targets' BTF check, fentry/fexit targets, kfuncs, the task
-//! iterator) and typedefs (BTF tracepoints' `btf_trace_*`).
+//! iterator), typedefs (BTF tracepoints' `btf_trace_*`) and enumerators (attach types newer
+//! than aya's bindings, such as `BPF_TRACE_FSESSION`).
 //!
 //! aya's `Btf::from_sys_fs` builds every one of the ~150,000 types (~20 ms on the host, the
 //! largest part of start-up, several times that in a TCG guest); a program load only needs
@@ -27,6 +28,7 @@ pub enum BtfParseError {
 }
 
 const MAGIC: u16 = 0xeb9f;
+const KIND_ENUM: u32 = 6;
 const KIND_TYPEDEF: u32 = 8;
 const KIND_FUNC: u32 = 12;
 
@@ -42,6 +44,8 @@ pub struct BtfIndex<'a> {
     /// walk, for the few lookups a run makes).
     functions: Vec<(u32, u32)>,
     typedefs: Vec<(u32, u32)>,
+    /// The values of every enum (32-bit), as `(name offset, value)`.
+    enumerators: Vec<(u32, i32)>,
 }
 
 impl<'a> BtfIndex<'a> {
@@ -69,7 +73,7 @@ impl<'a> BtfIndex<'a> {
         let types = section(type_off, type_len, "type section")?;
         let strings = section(str_off, str_len, "string section")?;
 
-        let (mut functions, mut typedefs) = (Vec::new(), Vec::new());
+        let (mut functions, mut typedefs, mut enumerators) = (Vec::new(), Vec::new(), Vec::new());
         let mut at = 0;
         // Type ids start at 1 (0 is void).
         let mut id = 1u32;
@@ -96,6 +100,15 @@ impl<'a> BtfIndex<'a> {
             match kind {
                 KIND_FUNC => functions.push((name_off, id)),
                 KIND_TYPEDEF => typedefs.push((name_off, id)),
+                KIND_ENUM => {
+                    let values = types
+                        .get(at + 12..at + 12 + trailing)
+                        .ok_or(BtfParseError::Truncated("enum"))?;
+                    enumerators.extend(values.chunks_exact(8).map(|value| {
+                        let word = |at| read_u32(value, at).expect("8-byte chunk");
+                        (word(0), word(4) as i32)
+                    }));
+                }
                 _ => {}
             }
             at += 12 + trailing;
@@ -108,6 +121,7 @@ impl<'a> BtfIndex<'a> {
             strings,
             functions,
             typedefs,
+            enumerators,
         })
     }
 
@@ -128,25 +142,41 @@ impl<'a> BtfIndex<'a> {
         self.typedef(&format!("btf_trace_{tracepoint}"))
     }
 
+    /// The value of the enumerator `name` (e.g. `BPF_TRACE_FSESSION` of `enum
+    /// bpf_attach_type`): what the running kernel numbers it, where it has it.
+    pub fn enumerator(&self, name: &str) -> Option<i32> {
+        let offsets: Vec<u32> = self.name_offsets(name).collect();
+        self.enumerators
+            .iter()
+            .find(|(off, _)| offsets.contains(off))
+            .map(|&(_, value)| value)
+    }
+
     fn find(&self, ids: &[(u32, u32)], name: &str) -> Option<u32> {
-        if name.is_empty() || name.contains('\0') {
-            return None;
-        }
-        // A whole string equals `name` where `name\0` follows a NUL (the section starts with
-        // the empty string). Matches of `name\0` cannot overlap, so none is skipped even
-        // where a name repeats back to back. Deduplicated BTF has one such offset; the
-        // smallest id over all of them wins all the same.
-        let needle = [name.as_bytes(), b"\0"].concat();
-        memchr::memmem::find_iter(self.strings, &needle)
-            .filter(|&at| at > 0 && self.strings[at - 1] == 0)
-            .filter_map(|at| {
-                let name_off = u32::try_from(at).ok()?;
+        self.name_offsets(name)
+            .filter_map(|name_off| {
                 // In id order: the first is the smallest id.
                 ids.iter()
                     .find(|&&(off, _)| off == name_off)
                     .map(|&(_, id)| id)
             })
             .min()
+    }
+
+    /// Each offset in the string section where the whole string `name` starts.
+    fn name_offsets(&self, name: &str) -> impl Iterator<Item = u32> {
+        let valid = !name.is_empty() && !name.contains('\0');
+        // A whole string equals `name` where `name\0` follows a NUL (the section starts with
+        // the empty string). Matches of `name\0` cannot overlap, so none is skipped even
+        // where a name repeats back to back. Deduplicated BTF has one such offset; the
+        // smallest id over all of them wins all the same.
+        let needle = [name.as_bytes(), b"\0"].concat();
+        let strings = self.strings;
+        memchr::memmem::find_iter(strings, &needle)
+            .filter(move |&at| valid && at > 0 && strings[at - 1] == 0)
+            .filter_map(|at| u32::try_from(at).ok())
+            .collect::<Vec<_>>()
+            .into_iter()
     }
 }
 
@@ -267,6 +297,39 @@ mod tests {
         assert_eq!(index.typedef("trace_t"), None);
         assert_eq!(index.function(""), None);
         assert_eq!(index.function("f\0g"), None);
+    }
+
+    #[test]
+    fn finds_an_enumerators_value_in_any_enum() {
+        // 1 enum "e" { A = 3, B = -1 }, 2 enum "f" { C = 7 }, 3 typedef "D".
+        let strings = b"\0e\0A\0B\0f\0C\0D\0";
+        let (e, a, b, f, c, d) = (1u32, 3, 5, 7, 9, 11);
+        let mut types = ty(e, KIND_ENUM, 2, 4);
+        types.extend(words(&[a, 3, b, u32::MAX]));
+        types.extend(ty(f, KIND_ENUM, 1, 4));
+        types.extend(words(&[c, 7]));
+        types.extend(ty(d, KIND_TYPEDEF, 0, 1));
+        let bytes = btf(&types, strings);
+        let index = BtfIndex::parse(&bytes).unwrap();
+        assert_eq!(index.enumerator("A"), Some(3));
+        assert_eq!(index.enumerator("B"), Some(-1));
+        assert_eq!(index.enumerator("C"), Some(7));
+        // An enum's own name, a typedef, an unknown name: no enumerator.
+        assert_eq!(index.enumerator("e"), None);
+        assert_eq!(index.enumerator("D"), None);
+        assert_eq!(index.enumerator("Z"), None);
+        assert_eq!(index.typedef("D"), Some(3));
+    }
+
+    #[test]
+    fn the_running_kernels_attach_types_are_numbered_as_its_uapi() {
+        let Ok(index) = kernel_btf() else {
+            eprintln!("no /sys/kernel/btf/vmlinux here");
+            return;
+        };
+        // Numbers fixed by the uapi header since their kernels (5.5, 5.18).
+        assert_eq!(index.enumerator("BPF_TRACE_FENTRY"), Some(24));
+        assert_eq!(index.enumerator("BPF_TRACE_KPROBE_MULTI"), Some(42));
     }
 
     #[test]

@@ -1,10 +1,13 @@
 //! Choosing a probe mode for `--fn` targets: the auto-fallback policy from fentry/fexit
-//! (`fentry.rs`) to kprobe/kretprobe (`kprobe.rs`).
+//! (`fsession.rs` for one frameless function, else `fentry.rs`) to kprobe/kretprobe
+//! (`kprobe.rs`).
 
 use aya::Ebpf;
 
+use super::error::one_line;
 use super::error::{AttachError, Reason};
 use super::fentry::{attach_fentry, detach_fentry};
+use super::fsession::{FentryAttach, attach_fsession, detach_fsession};
 use super::interrupt::AttachSignals;
 use super::kprobe::{AttachedKprobes, attach_kprobes};
 use super::links::KprobeLinks;
@@ -24,34 +27,50 @@ pub struct AttachedFunctions {
     pub kinds: Vec<LinkKind>,
 }
 
-/// Attaches the function probes, kprobe mode through a kprobe.multi link where the kernel
-/// has one. `progress` shows how far attaching has got (a 1000-function glob takes a while).
+/// How each mode attaches a run's functions, within the mode: the run's choice of links.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Mechanisms {
+    pub kprobe: KprobeAttach,
+    pub fentry: FentryAttach,
+}
+
+impl Mechanisms {
+    /// Every function in a frame of its own: kprobe.multi links and fentry/fexit pairs.
+    pub const WITH_FRAMES: Mechanisms = Mechanisms {
+        kprobe: KprobeAttach::Multi,
+        fentry: FentryAttach::Pairs,
+    };
+}
+
+/// Attaches the function probes, each in a frame (kprobe mode through a kprobe.multi link
+/// where the kernel has one). `progress` shows how far attaching has got (a 1000-function
+/// glob takes a while).
 pub fn attach_functions(
     ebpf: &mut Ebpf,
     targets: &[Target],
     mode: Mode,
     progress: &mut Progress,
 ) -> Result<AttachedFunctions, AttachError> {
-    attach_functions_with(ebpf, targets, mode, KprobeAttach::Multi, progress)
+    attach_functions_with(ebpf, targets, mode, Mechanisms::WITH_FRAMES, progress)
 }
 
-/// [`attach_functions`], with kprobe mode attaching as `kprobe_attach` says. SIGINT and
-/// SIGTERM are caught meanwhile: one ends the attaching with [`AttachError::Interrupted`],
-/// once whatever was attached is detached again.
+/// [`attach_functions`], with each mode attaching as `how` says. SIGINT and SIGTERM are
+/// caught meanwhile: one ends the attaching with [`AttachError::Interrupted`], once whatever
+/// was attached is detached again.
 pub fn attach_functions_with(
     ebpf: &mut Ebpf,
     targets: &[Target],
     mode: Mode,
-    kprobe_attach: KprobeAttach,
+    how: Mechanisms,
     progress: &mut Progress,
 ) -> Result<AttachedFunctions, AttachError> {
     let _signals = AttachSignals::catch();
     let mut notes = Vec::new();
-    let fentry = |notes| AttachedFunctions {
+    let fentry = |notes, kinds| AttachedFunctions {
         mode: AttachedMode::Fentry,
         notes,
         links: KprobeLinks::default(),
-        kinds: vec![LinkKind::Fentry; targets.len()],
+        kinds,
     };
     let kprobe = |mut notes: Vec<String>, attached: AttachedKprobes| {
         notes.extend(attached.notes);
@@ -64,33 +83,67 @@ pub fn attach_functions_with(
     };
     match mode {
         Mode::Fentry => {
-            attach_fentry(ebpf, targets, progress)?;
-            Ok(fentry(notes))
+            let kinds = attach_trampolines(ebpf, targets, how.fentry, progress, &mut notes)?;
+            Ok(fentry(notes, kinds))
         }
         // Call sites are attached on their own (`attach_call_sites`); a function given here
         // is timed at its entry.
         Mode::Kprobe | Mode::Callsite => {
-            let attached = attach_kprobes(ebpf, targets, kprobe_attach, progress)?;
+            let attached = attach_kprobes(ebpf, targets, how.kprobe, progress)?;
             Ok(kprobe(notes, attached))
         }
-        Mode::Auto => match attach_fentry(ebpf, targets, progress) {
-            Ok(()) => Ok(fentry(notes)),
+        Mode::Auto => match attach_trampolines(ebpf, targets, how.fentry, progress, &mut notes) {
+            Ok(kinds) => Ok(fentry(notes, kinds)),
             Err(error @ AttachError::Interrupted { .. }) => {
-                detach_fentry(ebpf, targets.len());
+                detach_trampolines(ebpf, targets.len());
                 Err(error)
             }
             Err(error) => {
-                detach_fentry(ebpf, targets.len());
+                detach_trampolines(ebpf, targets.len());
                 notes.push(fall_back_from_fentry(
                     error,
                     kprobes_available(),
                     crate::kernel_release,
                 )?);
-                let attached = attach_kprobes(ebpf, targets, kprobe_attach, progress)?;
+                let attached = attach_kprobes(ebpf, targets, how.kprobe, progress)?;
                 Ok(kprobe(notes, attached))
             }
         },
     }
+}
+
+/// fentry mode's attaching: the fsession program for a run of one function where `how`
+/// allows and the kernel has it (7.0+; a note where it has it and refuses), else an
+/// fentry/fexit pair per function. Each target's link kind.
+fn attach_trampolines(
+    ebpf: &mut Ebpf,
+    targets: &[Target],
+    how: FentryAttach,
+    progress: &mut Progress,
+    notes: &mut Vec<String>,
+) -> Result<Vec<LinkKind>, AttachError> {
+    if let (FentryAttach::Fsession, [target]) = (how, targets) {
+        match attach_fsession(ebpf, target) {
+            Ok(()) => {
+                progress.attaching("fsession functions", 1, 1);
+                AttachSignals::check("functions (one fsession program)", 1, 1)?;
+                return Ok(vec![LinkKind::Fsession]);
+            }
+            Err(refused) if refused.is_expected() => {}
+            Err(refused) => notes.push(format!(
+                "{}; using fentry/fexit instead",
+                one_line(&refused)
+            )),
+        }
+    }
+    attach_fentry(ebpf, targets, progress)?;
+    Ok(vec![LinkKind::Fentry; targets.len()])
+}
+
+/// Unloads whatever [`attach_trampolines`] left behind.
+fn detach_trampolines(ebpf: &mut Ebpf, slots: usize) {
+    detach_fsession(ebpf);
+    detach_fentry(ebpf, slots);
 }
 
 /// Auto mode, once fentry/fexit could not be attached (`fentry` says why): the note saying

@@ -22,6 +22,8 @@ pub enum Mode {
 pub enum LinkKind {
     /// An fentry/fexit pair.
     Fentry,
+    /// fentry mode's fsession program (a trampoline at both sides; no frames).
+    Fsession,
     /// A perf kprobe and kretprobe (a function's entry), or a call site's pair of kprobes.
     Perf,
     /// kprobe mode's kprobe.multi link (an fprobe, not a perf kprobe).

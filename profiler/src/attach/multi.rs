@@ -35,7 +35,7 @@ pub const MULTI_EXIT: &str = "kretprobe_multi_exit";
 pub enum KprobeAttach {
     /// One kprobe.session link (6.10+, [`super::session_link`]) where the kernel has it and
     /// ftrace lists every function; else as `Multi`. The run decides whether it can do
-    /// without frames (`kprobe_attach` in `session/start.rs`).
+    /// without frames (`mechanisms` in `session/start.rs`).
     #[default]
     Session,
     /// A kprobe.multi link for the functions ftrace can trace, where the kernel has it; perf

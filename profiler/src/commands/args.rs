@@ -9,7 +9,7 @@ use clap::Args;
 
 use profiler_common::DEFAULT_MAX_KEYS;
 
-use crate::attach::{KprobeAttach, Mode, SyscallMode};
+use crate::attach::{FentryAttach, KprobeAttach, Mechanisms, Mode, SyscallMode};
 use crate::model::{ByError, ByField, FilterError, FilterExpr, KeySpec};
 use crate::session::{FilterSpec, ProbeSpec, SpecError, Targets};
 use crate::units::parse_duration;
@@ -64,6 +64,13 @@ pub struct ProbeArgs {
     /// calls and self time are not reported.
     #[arg(long)]
     pub no_kprobe_session: bool,
+
+    /// In fentry mode, time a lone function with an fentry/fexit pair and its frame stack
+    /// instead of one fsession program (Linux 7.0+), which keeps each call's entry time in
+    /// the call itself and costs less, but sees no nesting: a recursive function's outermost
+    /// calls and self time are not reported.
+    #[arg(long)]
+    pub no_fsession: bool,
 
     /// Call-site mode: only the call sites in callers matching this glob, or any of several
     /// separated by commas (`_copy_to_user` has hundreds).
@@ -198,12 +205,19 @@ impl ProbeArgs {
             targets,
             syscall_mode: self.syscall_mode.into(),
             mode: self.mode.into(),
-            kprobe_attach: if self.no_kprobe_multi {
-                KprobeAttach::Single
-            } else if self.no_kprobe_session {
-                KprobeAttach::Multi
-            } else {
-                KprobeAttach::Session
+            mechanisms: Mechanisms {
+                kprobe: if self.no_kprobe_multi {
+                    KprobeAttach::Single
+                } else if self.no_kprobe_session {
+                    KprobeAttach::Multi
+                } else {
+                    KprobeAttach::Session
+                },
+                fentry: if self.no_fsession {
+                    FentryAttach::Pairs
+                } else {
+                    FentryAttach::Fsession
+                },
             },
             min_latency: self.min_latency,
             calibrate: !self.no_calibrate,

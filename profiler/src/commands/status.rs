@@ -13,6 +13,7 @@ fn is_hotprof_program(name: &str) -> bool {
         "kprobe_multi_en",
         "kretprobe_multi",
         "kprobe_session",
+        "fsession",
         "callsite_return",
         "btf_sys_enter",
         "btf_sys_exit",

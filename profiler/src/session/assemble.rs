@@ -116,6 +116,8 @@ impl Layout {
         let sites = self.probed.iter().any(|p| p.site.is_some());
         let mechanism = if self.mode == AttachedMode::Kprobe {
             kprobe_label(self.probed.iter().filter(|p| p.site.is_none()))
+        } else if self.probed.iter().any(|p| p.link == LinkKind::Fsession) {
+            "fsession"
         } else {
             self.mode.as_str()
         };

@@ -49,8 +49,9 @@ pub struct ProbeSpec {
     pub syscall_mode: attach::SyscallMode,
     pub mode: Mode,
     /// How kprobe mode attaches (`--no-kprobe-session`: the kprobe.multi link's frames;
-    /// `--no-kprobe-multi`: a perf kprobe per function).
-    pub kprobe_attach: attach::KprobeAttach,
+    /// `--no-kprobe-multi`: a perf kprobe per function) and fentry mode (`--no-fsession`:
+    /// fentry/fexit pairs).
+    pub mechanisms: attach::Mechanisms,
     /// Calls faster than this are only counted.
     pub min_latency: Option<Duration>,
     /// Measure the probes' own cost per call at start-up.

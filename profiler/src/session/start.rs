@@ -165,7 +165,7 @@ pub(super) fn attach(spec: &SessionSpec, filter: &Filters) -> anyhow::Result<Att
                 &mut ebpf,
                 &targets[..entries],
                 probe.mode,
-                kprobe_attach(spec, entries, sites.len()),
+                mechanisms(spec, entries, sites.len()),
                 &mut progress,
             )?;
             for note in attached.notes {
@@ -184,18 +184,26 @@ pub(super) fn attach(spec: &SessionSpec, filter: &Filters) -> anyhow::Result<Att
         progress.clear();
         mode
     };
-    // Calibrated through the link when the run's functions went through it.
-    let kprobe_attach = if probed.iter().any(|p| p.link == LinkKind::Session) {
-        attach::KprobeAttach::Session
-    } else if probed.iter().any(|p| p.link == LinkKind::Multi) {
-        attach::KprobeAttach::Multi
-    } else {
-        attach::KprobeAttach::Single
+    // Calibrated through the link or program the run's functions went through.
+    let linked = |kind| probed.iter().any(|p| p.link == kind);
+    let mechanisms = attach::Mechanisms {
+        kprobe: if linked(LinkKind::Session) {
+            attach::KprobeAttach::Session
+        } else if linked(LinkKind::Multi) {
+            attach::KprobeAttach::Multi
+        } else {
+            attach::KprobeAttach::Single
+        },
+        fentry: if linked(LinkKind::Fsession) {
+            attach::FentryAttach::Fsession
+        } else {
+            attach::FentryAttach::Pairs
+        },
     };
     let calibration = calibration_baseline.map(|baseline| crate::calibrate::Calibration {
         baseline,
         mode,
-        kprobe_attach,
+        mechanisms,
         store: task_store,
         kernel,
         run: config.clone(),
@@ -252,11 +260,12 @@ pub(super) fn sampler_only(spec: &SessionSpec) -> anyhow::Result<Attached> {
     })
 }
 
-/// How kprobe mode attaches this run's `entries` functions (and `sites` call sites): through
-/// a kprobe.session link, unless the user said otherwise (`--no-kprobe-session`,
-/// `--no-kprobe-multi`), only when no call needs a frame — one function timed at its entry,
-/// no nesting to see, nothing kept per call but its entry time; else the kprobe.multi link.
-fn kprobe_attach(spec: &SessionSpec, entries: usize, sites: usize) -> attach::KprobeAttach {
+/// How this run's `entries` functions (and `sites` call sites) are attached: through a
+/// session (kprobe mode's kprobe.session link, fentry mode's fsession program), unless the
+/// user said otherwise (`--no-kprobe-session`, `--no-kprobe-multi`, `--no-fsession`), only
+/// when no call needs a frame — one function timed at its entry, no nesting to see, nothing
+/// kept per call but its entry time; else the kprobe.multi link and fentry/fexit pairs.
+fn mechanisms(spec: &SessionSpec, entries: usize, sites: usize) -> attach::Mechanisms {
     let probe = &spec.probe;
     let frameless = entries == 1
         && sites == 0
@@ -267,9 +276,17 @@ fn kprobe_attach(spec: &SessionSpec, entries: usize, sites: usize) -> attach::Kp
         && spec.stacks == StackCapture::None
         && spec.slowest == 0
         && !spec.sample_inside;
-    match probe.kprobe_attach {
-        attach::KprobeAttach::Session if !frameless => attach::KprobeAttach::Multi,
-        chosen => chosen,
+    let chosen = probe.mechanisms;
+    attach::Mechanisms {
+        kprobe: match chosen.kprobe {
+            attach::KprobeAttach::Session if !frameless => attach::KprobeAttach::Multi,
+            kprobe => kprobe,
+        },
+        fentry: if frameless {
+            chosen.fentry
+        } else {
+            attach::FentryAttach::Pairs
+        },
     }
 }
 
@@ -290,40 +307,52 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_runs_that_need_no_frames_use_the_session_link() {
+    fn only_runs_that_need_no_frames_use_a_session() {
+        use attach::{FentryAttach, KprobeAttach, Mechanisms};
+        let sessions = Mechanisms::default();
+        assert_eq!(
+            sessions,
+            Mechanisms {
+                kprobe: KprobeAttach::Session,
+                fentry: FentryAttach::Fsession
+            }
+        );
         let one = SessionSpec::default();
-        assert_eq!(kprobe_attach(&one, 1, 0), attach::KprobeAttach::Session);
+        assert_eq!(mechanisms(&one, 1, 0), sessions);
         // Nesting to see, or a call site (its frames are matched by stack pointer).
-        assert_eq!(kprobe_attach(&one, 2, 0), attach::KprobeAttach::Multi);
-        assert_eq!(kprobe_attach(&one, 1, 1), attach::KprobeAttach::Multi);
+        assert_eq!(mechanisms(&one, 2, 0), Mechanisms::WITH_FRAMES);
+        assert_eq!(mechanisms(&one, 1, 1), Mechanisms::WITH_FRAMES);
         // Each option that keeps something in a frame.
         let with = |change: fn(&mut SessionSpec)| {
             let mut spec = SessionSpec::default();
             change(&mut spec);
-            kprobe_attach(&spec, 1, 0)
+            mechanisms(&spec, 1, 0)
         };
-        assert_eq!(with(|s| s.off_cpu = true), attach::KprobeAttach::Multi);
+        assert_eq!(with(|s| s.off_cpu = true), Mechanisms::WITH_FRAMES);
         assert_eq!(
             with(|s| s.stacks = StackCapture::Kernel),
-            attach::KprobeAttach::Multi
+            Mechanisms::WITH_FRAMES
         );
-        assert_eq!(with(|s| s.slowest = 3), attach::KprobeAttach::Multi);
-        assert_eq!(
-            with(|s| s.sample_inside = true),
-            attach::KprobeAttach::Multi
-        );
+        assert_eq!(with(|s| s.slowest = 3), Mechanisms::WITH_FRAMES);
+        assert_eq!(with(|s| s.sample_inside = true), Mechanisms::WITH_FRAMES);
         assert_eq!(
             with(|s| s.probe.children = vec!["f".into()]),
-            attach::KprobeAttach::Multi
+            Mechanisms::WITH_FRAMES
         );
-        // What the user chose stays.
+        // What the user chose stays: perf kprobes, the kprobe.multi link, fentry pairs.
         assert_eq!(
-            with(|s| s.probe.kprobe_attach = attach::KprobeAttach::Single),
-            attach::KprobeAttach::Single
+            with(|s| s.probe.mechanisms.kprobe = KprobeAttach::Single).kprobe,
+            KprobeAttach::Single
         );
+        let multi = with(|s| s.probe.mechanisms.kprobe = KprobeAttach::Multi);
         assert_eq!(
-            with(|s| s.probe.kprobe_attach = attach::KprobeAttach::Multi),
-            attach::KprobeAttach::Multi
+            (multi.kprobe, multi.fentry),
+            (KprobeAttach::Multi, FentryAttach::Fsession)
+        );
+        let pairs = with(|s| s.probe.mechanisms.fentry = FentryAttach::Pairs);
+        assert_eq!(
+            (pairs.kprobe, pairs.fentry),
+            (KprobeAttach::Session, FentryAttach::Pairs)
         );
     }
 }

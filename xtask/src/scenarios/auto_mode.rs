@@ -5,6 +5,7 @@
 use anyhow::{Context, Result, ensure};
 
 use super::harness::{Ctx, Report, write_copy_function};
+use super::kprobe_session::has_fsession;
 use crate::kernels::Kernel;
 
 /// getpid and getppid calls each run makes.
@@ -182,7 +183,11 @@ pub fn bias_below_the_fastest_call(ctx: &mut Ctx) -> Result<()> {
     let kernel = ctx.kernel();
     // Each mode, the mode the report names, and the function (or syscall) it times.
     let mut modes = vec![
-        ("fentry", "--mode fentry --fn __do_sys_getpid", "fentry"),
+        (
+            "fentry",
+            "--mode fentry --no-fsession --fn __do_sys_getpid",
+            "fentry",
+        ),
         (
             "kprobe",
             "--mode kprobe --no-kprobe-multi --fn __do_sys_getpid",
@@ -214,6 +219,9 @@ pub fn bias_below_the_fastest_call(ctx: &mut Ctx) -> Result<()> {
             "--mode kprobe --fn __do_sys_getpid",
             "kprobe.session",
         ));
+    }
+    if has_fsession(kernel) {
+        modes.push(("fsession", "--mode fentry --fn __do_sys_getpid", "fsession"));
     }
     let mut script = String::new();
     for (name, flags, _) in &modes {

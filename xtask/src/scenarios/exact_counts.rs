@@ -6,6 +6,7 @@ use std::fs;
 use anyhow::{Result, ensure};
 
 use super::harness::{Ctx, store_words};
+use super::kprobe_session::has_fsession;
 use crate::kernels::Kernel;
 
 /// With a kprobe on getpid's syscall entry, or the getpid syscall tracepoints, and the workload
@@ -55,12 +56,16 @@ pub(super) fn getpid_exact(ctx: &mut Ctx) -> Result<()> {
 
 /// fentry/fexit count exactly too. `__x64_sys_getpid` itself is not in ftrace's list on these
 /// kernels (fentry refuses it, which is checked: a one-line error naming the reason), so fentry
-/// is measured on `__do_sys_getpid`, which every getpid calls once.
+/// is measured on `__do_sys_getpid`, which every getpid calls once: through the fsession
+/// program where the kernel has one (7.0+), else an fentry/fexit pair with no note (a kernel
+/// without fsession is no news); `--no-fsession` asks for the pair.
 pub(super) fn getpid_exact_fentry(ctx: &mut Ctx) -> Result<()> {
     const CALLS: u64 = 20_000;
     let guest = ctx.run(&format!(
         "hotprof --fn __x64_sys_getpid --mode fentry --duration 1s; echo refused=$?; \
-         hotprof --fn __do_sys_getpid --mode fentry --json /out/r.json -- syscall_lat {CALLS}"
+         hotprof --fn __do_sys_getpid --mode fentry --json /out/r.json -- syscall_lat {CALLS}; \
+         hotprof --fn __do_sys_getpid --mode fentry --no-fsession --json /out/pairs.json \
+           -- syscall_lat {CALLS}"
     ))?;
     guest.expect_exit(0)?;
     let refusals = guest.lines_containing("fentry cannot attach to __x64_sys_getpid");
@@ -72,17 +77,28 @@ pub(super) fn getpid_exact_fentry(ctx: &mut Ctx) -> Result<()> {
         guest.lines_containing("refused=1").len() == 1,
         "refusing fentry must exit 1"
     );
-    let report = guest.report("r.json")?;
+    let notes = guest.lines_containing("fsession");
     ensure!(
-        report.json["mode"] == "fentry",
-        "mode is {}, want fentry",
-        report.json["mode"]
+        notes.iter().all(|line| !line.contains("note")),
+        "no note about fsession expected: {notes:?}"
     );
-    let count = report.function("__do_sys_getpid")?.u64("count")?;
-    ensure!(
-        count == CALLS,
-        "fentry counted {count} __do_sys_getpid calls, want exactly {CALLS}"
-    );
+    let fsession = has_fsession(ctx.kernel());
+    for (file, want) in [
+        ("r.json", if fsession { "fsession" } else { "fentry" }),
+        ("pairs.json", "fentry"),
+    ] {
+        let report = guest.report(file)?;
+        ensure!(
+            report.json["mode"] == want,
+            "{file}: mode is {}, want {want}",
+            report.json["mode"]
+        );
+        let count = report.function("__do_sys_getpid")?.u64("count")?;
+        ensure!(
+            count == CALLS,
+            "{want} counted {count} __do_sys_getpid calls, want exactly {CALLS}"
+        );
+    }
     Ok(())
 }
 

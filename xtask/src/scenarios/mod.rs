@@ -219,6 +219,12 @@ pub const SCENARIOS: &[Scenario] = &[
         run: kprobe_session::kprobe_session_exact,
     },
     Scenario {
+        name: "fsession_exact",
+        arch: Arch::X86_64,
+        kernels: &[Kernel::V7],
+        run: kprobe_session::fsession_exact,
+    },
+    Scenario {
         name: "auto_mode_typed_functions",
         arch: Arch::X86_64,
         kernels: EVERY,

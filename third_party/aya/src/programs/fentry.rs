@@ -7,7 +7,8 @@ use aya_obj::{
 
 use crate::programs::{
     FdLink, FdLinkId, ProgramData, ProgramError, ProgramType, define_link_wrapper,
-    load_program_with_attach_type, utils::attach_raw_tracepoint,
+    load_program_with_attach_type, load_program_with_raw_attach_type,
+    utils::attach_raw_tracepoint, write_kfunc_ids,
 };
 
 /// A program that can be attached to the entry point of (almost) any kernel
@@ -72,6 +73,30 @@ impl FEntry {
         let Self { data } = self;
         data.attach_btf_id = Some(btf_id);
         load_program_with_attach_type(BPF_PROG_TYPE_TRACING, BPF_TRACE_FENTRY, data)
+    }
+
+    /// hotprof patch (HOTPROF-PATCH.md): loads the program as an fsession program for the
+    /// kernel BTF type `btf_id`: one program run at the function's entry and at its exit,
+    /// with `bpf_session_is_return(ctx)` telling which and `bpf_session_cookie(ctx)` a u64 of
+    /// the call's own. `fsession_attach_type` is `BPF_TRACE_FSESSION`'s value in the running
+    /// kernel (newer than aya-obj's bindings: the caller reads it from the kernel's BTF), and
+    /// `kfuncs` the session kfuncs' placeholders with their BTF ids, written into the
+    /// program's calls first (as [`crate::programs::KProbe::load_for_session_link`] does).
+    /// [`Self::attach`] then attaches it like an fentry program.
+    ///
+    /// # Minimum kernel version
+    ///
+    /// 7.0 (x86-64 and arm64 JITs).
+    pub fn load_for_fsession(
+        &mut self,
+        btf_id: u32,
+        fsession_attach_type: u32,
+        kfuncs: &[(i32, u32)],
+    ) -> Result<(), ProgramError> {
+        let Self { data } = self;
+        write_kfunc_ids(data, kfuncs);
+        data.attach_btf_id = Some(btf_id);
+        load_program_with_raw_attach_type(BPF_PROG_TYPE_TRACING, fsession_attach_type, data)
     }
 
     /// Attaches the program.

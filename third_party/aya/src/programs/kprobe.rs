@@ -19,15 +19,13 @@ use thiserror::Error;
 const BPF_TRACE_KPROBE_SESSION: aya_obj::generated::bpf_attach_type =
     aya_obj::generated::bpf_attach_type::__MAX_BPF_ATTACH_TYPE;
 const _: () = assert!(BPF_TRACE_KPROBE_SESSION as u32 == 56);
-/// hotprof patch: `BPF_JMP | BPF_CALL`.
-const KFUNC_CALL_CODE: u8 = 0x85;
-use aya_obj::generated::BPF_PSEUDO_KFUNC_CALL;
 
 use crate::{
     VerifierLogLevel,
     programs::{
         FdLink, ProgramData, ProgramError, ProgramType, define_link_wrapper, impl_try_from_fdlink,
         impl_try_into_fdlink, load_program_with_attach_type, load_program_without_attach_type,
+        write_kfunc_ids,
         perf_attach::{PerfLinkIdInner, PerfLinkInner},
         probe::{Probe, ProbeKind, attach},
     },
@@ -175,15 +173,7 @@ impl KProbe {
     /// 6.10, with `CONFIG_FPROBE`.
     pub fn load_for_session_link(&mut self, kfuncs: &[(i32, u32)]) -> Result<(), ProgramError> {
         let Self { data, kind: _ } = self;
-        if let Some((_, function)) = data.obj.as_mut() {
-            for insn in &mut function.instructions {
-                if insn.code == KFUNC_CALL_CODE && u32::from(insn.src_reg()) == BPF_PSEUDO_KFUNC_CALL {
-                    if let Some(&(_, btf_id)) = kfuncs.iter().find(|(p, _)| *p == insn.imm) {
-                        insn.imm = btf_id as i32;
-                    }
-                }
-            }
-        }
+        write_kfunc_ids(data, kfuncs);
         load_program_with_attach_type(BPF_PROG_TYPE_KPROBE, BPF_TRACE_KPROBE_SESSION, data)
     }
 

@@ -705,9 +705,50 @@ fn load_program_with_attach_type<A: Into<bpf_attach_type>, T: Link>(
     load_program(prog_type, Some(expected_attach_type.into()), data)
 }
 
+/// hotprof patch (HOTPROF-PATCH.md): [`load_program_with_attach_type`] with the attach type's
+/// raw value, for attach types newer than aya-obj's bindings (which must not be made into a
+/// `bpf_attach_type` they do not list).
+fn load_program_with_raw_attach_type<T: Link>(
+    prog_type: bpf_prog_type,
+    expected_attach_type: u32,
+    data: &mut ProgramData<T>,
+) -> Result<(), ProgramError> {
+    load_program_raw(prog_type, Some(expected_attach_type), data)
+}
+
+/// hotprof patch (HOTPROF-PATCH.md): writes each kfunc's BTF id into the program's kfunc
+/// calls: `kfuncs` are `(placeholder, btf_id)` pairs, and every call instruction with
+/// `src_reg = BPF_PSEUDO_KFUNC_CALL` and a placeholder as `imm` gets that kfunc's id in
+/// vmlinux's BTF (aya-obj cannot relocate extern kfuncs; the program writes such calls with
+/// placeholders instead).
+fn write_kfunc_ids<T: Link>(data: &mut ProgramData<T>, kfuncs: &[(i32, u32)]) {
+    /// `BPF_JMP | BPF_CALL`.
+    const KFUNC_CALL_CODE: u8 = 0x85;
+    if let Some((_, function)) = data.obj.as_mut() {
+        for insn in &mut function.instructions {
+            if insn.code == KFUNC_CALL_CODE
+                && u32::from(insn.src_reg()) == aya_obj::generated::BPF_PSEUDO_KFUNC_CALL
+            {
+                if let Some(&(_, btf_id)) = kfuncs.iter().find(|(p, _)| *p == insn.imm) {
+                    insn.imm = btf_id as i32;
+                }
+            }
+        }
+    }
+}
+
 fn load_program<T: Link>(
     prog_type: bpf_prog_type,
     expected_attach_type: Option<bpf_attach_type>,
+    data: &mut ProgramData<T>,
+) -> Result<(), ProgramError> {
+    load_program_raw(prog_type, expected_attach_type.map(|t| t as u32), data)
+}
+
+/// hotprof patch (HOTPROF-PATCH.md): [`load_program`] with the attach type's raw value.
+fn load_program_raw<T: Link>(
+    prog_type: bpf_prog_type,
+    expected_attach_type: Option<u32>,
     data: &mut ProgramData<T>,
 ) -> Result<(), ProgramError> {
     let ProgramData {

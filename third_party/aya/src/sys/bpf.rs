@@ -148,7 +148,9 @@ pub(crate) struct EbpfLoadProgramAttrs<'a> {
     pub(crate) insns: &'a [bpf_insn],
     pub(crate) license: &'a CStr,
     pub(crate) kernel_version: u32,
-    pub(crate) expected_attach_type: Option<bpf_attach_type>,
+    /// hotprof patch (HOTPROF-PATCH.md): the raw value, so that an attach type newer than
+    /// aya-obj's bindings (`BPF_TRACE_FSESSION`, read from the running kernel's BTF) can be given.
+    pub(crate) expected_attach_type: Option<u32>,
     pub(crate) prog_btf_fd: Option<BorrowedFd<'a>>,
     pub(crate) attach_btf_obj_fd: Option<BorrowedFd<'a>>,
     pub(crate) attach_btf_id: Option<u32>,
@@ -179,7 +181,7 @@ pub(crate) fn bpf_load_program(
     u.prog_flags = aya_attr.flags;
     u.prog_type = aya_attr.ty as u32;
     if let Some(v) = aya_attr.expected_attach_type {
-        u.expected_attach_type = v as u32;
+        u.expected_attach_type = v;
     }
     u.insns = aya_attr.insns.as_ptr() as u64;
     u.insn_cnt = aya_attr.insns.len() as u32;
