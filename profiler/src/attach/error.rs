@@ -35,6 +35,9 @@ pub enum AttachError {
         "fentry mode handles at most {FENTRY_SLOTS} functions per run ({requested} requested): use --mode kprobe"
     )]
     TooManyForFentry { requested: usize },
+    /// `--mode fsession` refused: the kernel's reason, or a run that needs frames.
+    #[error(transparent)]
+    Fsession(#[from] super::fsession::FsessionRefused),
     #[error("kprobe cannot attach to {function}")]
     Kprobe {
         function: String,

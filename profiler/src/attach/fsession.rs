@@ -44,13 +44,22 @@ pub enum FsessionRefused {
     NoProgram,
     #[error("fsession cannot attach to {function}: {reason}")]
     Refused { function: String, reason: Reason },
+    /// `--mode fsession` for a run that needs frames.
+    #[error(
+        "fsession mode times one function with none of --by, --filter, --stacks, --slowest, \
+         --off-cpu, --children or sample's --inside (they need a frame per call): use --mode fentry"
+    )]
+    NeedsFrames,
 }
 
 impl FsessionRefused {
     /// Whether this is only a kernel without fsession (before 7.0), without BTF (which fentry
     /// needs as well) or an object without the program, not a failure to report.
     pub fn is_expected(&self) -> bool {
-        !matches!(self, FsessionRefused::Refused { .. })
+        !matches!(
+            self,
+            FsessionRefused::Refused { .. } | FsessionRefused::NeedsFrames
+        )
     }
 }
 

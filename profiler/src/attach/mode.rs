@@ -7,7 +7,7 @@ use aya::Ebpf;
 use super::error::one_line;
 use super::error::{AttachError, Reason};
 use super::fentry::{attach_fentry, detach_fentry};
-use super::fsession::{FentryAttach, attach_fsession, detach_fsession};
+use super::fsession::{FentryAttach, FsessionRefused, attach_fsession, detach_fsession};
 use super::interrupt::AttachSignals;
 use super::kprobe::{AttachedKprobes, attach_kprobes};
 use super::links::KprobeLinks;
@@ -86,6 +86,16 @@ pub fn attach_functions_with(
             let kinds = attach_trampolines(ebpf, targets, how.fentry, progress, &mut notes)?;
             Ok(fentry(notes, kinds))
         }
+        // Only where the run needs no frames (which `how` says: one function, no option
+        // keeping state per call); the kernel's refusal is the error.
+        Mode::Fsession => match (how.fentry, targets) {
+            (FentryAttach::Fsession, [target]) => {
+                attach_fsession(ebpf, target)?;
+                AttachSignals::check("functions (one fsession program)", 1, 1)?;
+                Ok(fentry(notes, vec![LinkKind::Fsession]))
+            }
+            _ => Err(FsessionRefused::NeedsFrames.into()),
+        },
         // Call sites are attached on their own (`attach_call_sites`); a function given here
         // is timed at its entry.
         Mode::Kprobe | Mode::Callsite => {

@@ -9,6 +9,8 @@ pub enum Mode {
     Auto,
     /// fentry/fexit only (5.5+, BTF).
     Fentry,
+    /// One fsession program only (7.0+, BTF): a lone function that needs no frames.
+    Fsession,
     /// kprobe/kretprobe only (4.17+; more than 64 functions: 5.15+).
     Kprobe,
     /// kprobes on each `call F` and the instruction after it (4.17+): for functions without

@@ -43,7 +43,7 @@ pub fn place(
 ) -> (Placement, Option<String>) {
     match mode {
         Mode::Callsite => return (Placement::CallSites, None),
-        Mode::Fentry | Mode::Kprobe => return (Placement::Entry, None),
+        Mode::Fentry | Mode::Fsession | Mode::Kprobe => return (Placement::Entry, None),
         Mode::Auto if listed != Some(false) => return (Placement::Entry, None),
         Mode::Auto => {}
     }

@@ -120,6 +120,9 @@ pub enum ModeArg {
     Auto,
     /// fentry/fexit only (5.5+, BTF).
     Fentry,
+    /// One fsession program (7.0+, BTF) for a lone function with no option that needs frames
+    /// (auto and fentry mode pick it for those where the kernel has it).
+    Fsession,
     /// kprobe/kretprobe only (4.17+; more than 64 functions: 5.15+).
     Kprobe,
     /// kprobes on each `call FUNC` and the instruction after it, in ftrace-able callers: for
@@ -154,6 +157,7 @@ impl From<ModeArg> for Mode {
         match mode {
             ModeArg::Auto => Mode::Auto,
             ModeArg::Fentry => Mode::Fentry,
+            ModeArg::Fsession => Mode::Fsession,
             ModeArg::Kprobe => Mode::Kprobe,
             ModeArg::Callsite => Mode::Callsite,
         }
@@ -201,6 +205,9 @@ impl ProbeArgs {
             (functions, []) => Targets::Functions(functions.to_vec()),
             _ => bail!("--fn and --syscall cannot be combined in one run"),
         };
+        if self.no_fsession && self.mode == ModeArg::Fsession {
+            bail!("--no-fsession and --mode fsession contradict each other: give one");
+        }
         Ok(ProbeSpec {
             targets,
             syscall_mode: self.syscall_mode.into(),

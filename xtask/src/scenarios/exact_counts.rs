@@ -65,7 +65,10 @@ pub(super) fn getpid_exact_fentry(ctx: &mut Ctx) -> Result<()> {
         "hotprof --fn __x64_sys_getpid --mode fentry --duration 1s; echo refused=$?; \
          hotprof --fn __do_sys_getpid --mode fentry --json /out/r.json -- syscall_lat {CALLS}; \
          hotprof --fn __do_sys_getpid --mode fentry --no-fsession --json /out/pairs.json \
-           -- syscall_lat {CALLS}"
+           -- syscall_lat {CALLS}; \
+         hotprof --fn __do_sys_getpid --mode fsession --by cpu --duration 1s; echo frames=$?; \
+         hotprof --fn __do_sys_getpid --mode fsession --json /out/forced.json \
+           -- syscall_lat {CALLS}; echo forced=$?"
     ))?;
     guest.expect_exit(0)?;
     let refusals = guest.lines_containing("fentry cannot attach to __x64_sys_getpid");
@@ -82,11 +85,34 @@ pub(super) fn getpid_exact_fentry(ctx: &mut Ctx) -> Result<()> {
         notes.iter().all(|line| !line.contains("note")),
         "no note about fsession expected: {notes:?}"
     );
+    // `--mode fsession`: refused in one line for a run that needs frames, and where the
+    // kernel has no fsession; exact where it has.
+    ensure!(
+        guest.lines_containing("frames=1").len() == 1
+            && guest
+                .lines_containing("error: fsession mode times one function with none of --by")
+                .len()
+                == 1,
+        "--mode fsession --by cpu must fail with one line saying frames are needed"
+    );
     let fsession = has_fsession(ctx.kernel());
-    for (file, want) in [
+    let mut reports = vec![
         ("r.json", if fsession { "fsession" } else { "fentry" }),
         ("pairs.json", "fentry"),
-    ] {
+    ];
+    if fsession {
+        reports.push(("forced.json", "fsession"));
+    } else {
+        ensure!(
+            guest.lines_containing("forced=1").len() == 1
+                && guest
+                    .lines_containing("error: this kernel has no fsession (Linux 7.0)")
+                    .len()
+                    == 1,
+            "--mode fsession on a kernel without it must fail with one line saying so"
+        );
+    }
+    for (file, want) in reports {
         let report = guest.report(file)?;
         ensure!(
             report.json["mode"] == want,

@@ -116,6 +116,12 @@ pub const SCENARIOS: &[Scenario] = &[
         run: stacks::stacks_flamegraph,
     },
     Scenario {
+        name: "leaf_frame_every_mechanism",
+        arch: Arch::X86_64,
+        kernels: FULL,
+        run: stacks::leaf_frame_every_mechanism,
+    },
+    Scenario {
         name: "sampled_stacks",
         arch: Arch::X86_64,
         kernels: FULL,

@@ -84,3 +84,57 @@ pub(super) fn stacks_flamegraph(ctx: &mut Ctx) -> Result<()> {
     );
     Ok(())
 }
+
+/// Every stack of a probed function holds that function exactly once, as its leaf, in each
+/// mechanism that takes stacks: fentry/fexit pairs, perf kprobes and the kprobe.multi link.
+/// Since 6.19 fexit trampolines are entered by `jmp`, so a stack taken at the return would
+/// miss the function's own frame; hotprof takes it at the entry, and this keeps it so. (The
+/// sessions, kprobe.session and fsession, keep no frames and take no stacks: a `--stacks` run
+/// of a lone function goes through the pairs or the kprobe.multi link instead.)
+pub(super) fn leaf_frame_every_mechanism(ctx: &mut Ctx) -> Result<()> {
+    let runs = [
+        ("fentry", "--mode fentry"),
+        ("kprobe", "--mode kprobe --no-kprobe-multi"),
+        ("kprobe.multi", "--mode kprobe"),
+    ];
+    let script: Vec<String> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, (_, flags))| {
+            format!(
+                "hotprof --fn vfs_read {flags} --stacks --folded /out/{i}.folded \
+                 --json /out/{i}.json -- file_read /tmp/f 4"
+            )
+        })
+        .collect();
+    let guest = ctx.run(&script.join(" && "))?;
+    guest.expect_exit(0)?;
+    const LEAF: &str = "vfs_read_[k]";
+    for (i, (mode, _)) in runs.iter().enumerate() {
+        let report = guest.report(&format!("{i}.json"))?;
+        ensure!(
+            report.json["mode"] == *mode,
+            "mode {}, want {mode}",
+            report.json["mode"]
+        );
+        let sum_ns = report.function("vfs_read")?.u64("sum_ns")?;
+        let folded = fs::read_to_string(guest.outcome.out_dir.join(format!("{i}.folded")))?;
+        let mut total = 0;
+        for line in folded.lines() {
+            let (stack, weight) = line
+                .rsplit_once(' ')
+                .with_context(|| format!("{mode}: not a folded line: {line:?}"))?;
+            let frames: Vec<&str> = stack.split(';').collect();
+            ensure!(
+                frames.last() == Some(&LEAF) && frames.iter().filter(|f| **f == LEAF).count() == 1,
+                "{mode}: a stack without vfs_read exactly once at its leaf: {line:?}"
+            );
+            total += weight.parse::<u64>().with_context(|| format!("{line:?}"))?;
+        }
+        ensure!(
+            total == sum_ns && total > 0,
+            "{mode}: the stacks total {total} ns, the histogram {sum_ns} ns"
+        );
+    }
+    Ok(())
+}
