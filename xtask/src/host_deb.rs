@@ -236,8 +236,9 @@ fn tarball_holds_everything(artifacts: &dist::Dist, arch: Arch) -> Result<()> {
     Ok(())
 }
 
-/// Files the arm64 package has in other bytes than the amd64 one: the binary, and the
-/// copyright file (another C library, another crate set).
+/// Files the arm64 package has in other bytes than the amd64 one: the binary, the copyright
+/// file (another C library, another crate set) and the lintian overrides (static, not
+/// static-pie).
 const ARCH_SPECIFIC: &[&str] = &[
     "usr/bin/hotprof",
     "usr/share/doc/hotprof/copyright",
@@ -253,10 +254,10 @@ const ARM64_BAD_INPUTS: &[(&[&str], &str)] = &[
 
 /// `host_deb_arm64`: dpkg on this amd64 machine cannot install the arm64 package, so its
 /// contents are unpacked (`dpkg-deb -x`) into `target/dist-check/arm64` and checked there: the
-/// files of the amd64 package, the same bytes but for the binary and the copyright file; the
-/// binary is the very one the arm64 guests run, static, for aarch64, and under qemu-user says
-/// its version and commit, prints its help and refuses bad input in one line; its man page
-/// renders and its bash completion registers.
+/// files of the amd64 package, the same bytes but for [`ARCH_SPECIFIC`] and the man pages'
+/// version line; the binary is the very one the arm64 guests run, static, for aarch64, and under qemu-user says
+/// its version and commit, prints its help and doctor's table, and refuses bad input in one
+/// line; its man page renders and its bash completion registers.
 pub fn arm64_contents() -> Result<()> {
     let arch = Arch::Aarch64;
     let artifacts = dist_once()?;
