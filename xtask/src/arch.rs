@@ -4,6 +4,8 @@
 //! instead of testing for one.
 
 use std::fmt;
+use std::path::Path;
+use std::process::Command;
 
 /// A guest architecture.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, clap::ValueEnum)]
@@ -62,6 +64,35 @@ impl Arch {
         match self {
             Arch::X86_64 => "strip",
             Arch::Aarch64 => "aarch64-linux-gnu-strip",
+        }
+    }
+
+    /// What runs its user-space binaries on this (x86_64) host: nothing for x86_64, qemu's
+    /// user-mode emulator for aarch64 (qemu-user-static, no binfmt registration needed).
+    pub fn user_runner(self) -> Option<&'static str> {
+        match self {
+            Arch::X86_64 => None,
+            Arch::Aarch64 => Some("qemu-aarch64-static"),
+        }
+    }
+
+    /// A command that runs `program`, a binary of this architecture, on this host.
+    pub fn command(self, program: &Path) -> Command {
+        match self.user_runner() {
+            None => Command::new(program),
+            Some(runner) => {
+                let mut command = Command::new(runner);
+                command.arg(program);
+                command
+            }
+        }
+    }
+
+    /// `Machine:` in `readelf -h`'s header dump of its binaries.
+    pub fn readelf_machine(self) -> &'static str {
+        match self {
+            Arch::X86_64 => "Advanced Micro Devices X86-64",
+            Arch::Aarch64 => "AArch64",
         }
     }
 

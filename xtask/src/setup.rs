@@ -22,8 +22,10 @@ use crate::util::{self, cargo_bin_dir, is_root, output, run, step, workspace_roo
 /// completion and man page tests run bash, fish and zsh and render with man-db/groff;
 /// rt-tests is the real `hackbench` the README's syscall-latency recipe runs;
 /// `systemd-analyze` (systemd) and `setpriv` (util-linux) check the exporter's unit file;
-/// `dist` strips the release binary (binutils) and checks its .deb with lintian; the arm64
-/// guests' hotprof is stripped the same way by binutils-aarch64-linux-gnu.
+/// `dist` strips the release binaries (binutils; the arm64 one, which is also the arm64 guests',
+/// with binutils-aarch64-linux-gnu), runs the arm64 one for its man pages and completions under
+/// qemu-user-static (`qemu-aarch64-static`, as `host_deb_arm64` does) and checks both .debs
+/// with lintian.
 pub const APT_PACKAGES: &[&str] = &[
     "qemu-system-x86",
     "qemu-system-arm",
@@ -48,6 +50,7 @@ pub const APT_PACKAGES: &[&str] = &[
     "util-linux",
     "binutils",
     "binutils-aarch64-linux-gnu",
+    "qemu-user-static",
     "lintian",
 ];
 

@@ -136,6 +136,12 @@ const HOST_CHECKS: &[HostCheck] = &[
         about: "cargo xtask dist's .deb: installs, works (exact getpid count), removes cleanly",
         run: host_deb::install_use_remove,
     },
+    HostCheck {
+        name: "host_deb_arm64",
+        about: "cargo xtask dist's arm64 .deb: unpacked, its binary (the arm64 guests') run \
+                under qemu-user, man page and completion checked",
+        run: host_deb::arm64_contents,
+    },
 ];
 
 /// profiler-ebpf only builds for the BPF target (profiler's build script does that).
