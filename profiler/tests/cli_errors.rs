@@ -30,7 +30,15 @@ fn assert_one_line_error(args: &[&str], expected: &str) {
         lines[0].contains(expected),
         "{args:?}: expected '{expected}' in: {stderr}"
     );
+    assert!(
+        lines[0].matches("(os error").count() <= 1,
+        "{args:?}: the reason twice in: {stderr}"
+    );
     assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
+    assert!(
+        !stderr.contains("  "),
+        "{args:?}: a run of spaces in: {stderr}"
+    );
     assert!(output.stdout.is_empty(), "{args:?} printed to stdout");
 }
 
@@ -91,6 +99,16 @@ fn argument_errors_need_no_privileges() {
         ),
         (&["--fn", "vfs_read", "-p", "1", "--", "true"], "not both"),
         (&["list"], "PATTERN"),
+        // The reason once, not repeated by the error chain.
+        (
+            &["compare", "/nonexistent/a.json", "/nonexistent/b.json"],
+            "cannot read /nonexistent/a.json: No such file or directory (os error 2)",
+        ),
+        (&["--fn", "vfs_read", "--by", "size"], "cpu, pid, tid, comm"),
+        (
+            &["--fn", "vfs_read", "--mode", "fsession", "--no-fsession"],
+            "contradict",
+        ),
     ];
     for (args, expected) in cases {
         assert_one_line_error(args, expected);

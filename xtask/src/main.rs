@@ -53,8 +53,9 @@ enum Task {
     Setup,
     /// Build hotprof and the workloads as static binaries for the VM guest.
     Build,
-    /// Release artifacts in target/dist: a tarball (static binary, man pages, completions,
-    /// systemd unit, license, README), a .deb checked with lintian, and SHA256SUMS.
+    /// Release artifacts in target/dist, for x86_64 and aarch64: a tarball each (static binary,
+    /// man pages, completions, systemd unit, license, README), a .deb each checked with
+    /// lintian, and one SHA256SUMS.
     /// Reproducible: every timestamp is SOURCE_DATE_EPOCH (default: the last commit's time).
     Dist,
     /// Fetch the newest guest kernels into target/kernels (done on demand by `vm` and `test`).

@@ -30,7 +30,8 @@ pub enum ByField {
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ByError {
     #[error(
-        "unknown --by key `{0}`: use argN or argN:log2 (N = 0..5), ret, errno, caller, cpu, pid,          tid, comm, cgroup"
+        "unknown --by key `{0}`: use argN or argN:log2 (N = 0..5), ret, errno, caller, cpu, \
+         pid, tid, comm, cgroup"
     )]
     Unknown(String),
     #[error("--by {0}: functions take their arguments in registers 0..5")]

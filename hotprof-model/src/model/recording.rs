@@ -440,11 +440,10 @@ impl FunctionRecord {
 /// Why a recording file cannot be used; each a one-line message.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    #[error("cannot read {path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
+    /// The io error is in the message and not a `source()`, which a one-line error would
+    /// print a second time.
+    #[error("cannot read {path}: {error}")]
+    Io { path: String, error: std::io::Error },
     #[error("{path} is empty")]
     Empty { path: String },
     #[error("{path} is not a hotprof recording: {reason}")]
@@ -461,9 +460,9 @@ const MAX_RECORDING_BYTES: u64 = 256 << 20;
 /// Reads and validates a recording written by `--json`.
 pub fn load_recording(path: &Path) -> Result<Recording, LoadError> {
     let shown = path.display().to_string();
-    let io = |source| LoadError::Io {
+    let io = |error| LoadError::Io {
         path: shown.clone(),
-        source,
+        error,
     };
     let size = std::fs::metadata(path).map_err(io)?.len();
     if size > MAX_RECORDING_BYTES {
