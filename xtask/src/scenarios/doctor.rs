@@ -4,13 +4,14 @@
 use anyhow::{Context, Result, bail, ensure};
 
 use super::harness::{Ctx, Guest};
+use super::kprobe_session::has_fsession;
 use crate::kernels::Kernel;
 
 /// `hotprof doctor` on each kernel: kprobes everywhere (every scenario attaches them); fentry
 /// everywhere, 5.10 included (`getpid_exact_fentry` attaches `__do_sys_getpid` there); task
 /// storage from 5.11 (5.10 runs the hash-map object); kprobe.multi and kprobe.session
 /// (kprobe mode's optional links) on 6.12 and 7.x, while 5.10 does not know them and Debian's 6.1 is built
-/// without fprobe; the syscall tracepoints and tracefs everywhere; exit 0 with the verdict
+/// without fprobe; fsession on 7.x only; the syscall tracepoints and tracefs everywhere; exit 0 with the verdict
 /// last. `--version` names the commit, aya and the eBPF object.
 pub fn doctor_matches_what_works(ctx: &mut Ctx) -> Result<()> {
     let kernel = ctx.kernel();
@@ -63,6 +64,20 @@ pub fn doctor_matches_what_works(ctx: &mut Ctx) -> Result<()> {
             "the kprobe.multi/session row says {kprobe_multi:?}, want {why_not}…"
         );
     }
+    // fsession: attached on 7.x; elsewhere the kernel's BTF has no such attach type.
+    let (status, fsession) = row(&guest, "fsession")?;
+    let (want, found) = if has_fsession(kernel) {
+        ("yes", "the fsession program attached to ")
+    } else {
+        (
+            "no",
+            "this kernel has no fsession (Linux 7.0): no BPF_TRACE_FSESSION in its BTF",
+        )
+    };
+    ensure!(
+        status == want && fsession.starts_with(found),
+        "the fsession row says {status} {fsession:?}, want {want} {found}…"
+    );
     let (_, storage) = row(&guest, "task storage")?;
     if old {
         ensure!(

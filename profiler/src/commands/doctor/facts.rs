@@ -97,6 +97,8 @@ pub struct Facts {
     pub kprobe: Tried,
     /// An fentry and fexit pair attached.
     pub fentry: Tried,
+    /// One fsession program attached (7.0+).
+    pub fsession: Tried,
     /// `syscalls/sys_enter_getpid` and `sys_exit_getpid` attached.
     pub syscalls: Tried,
     /// The sampling program attached to a cpu-clock perf event.

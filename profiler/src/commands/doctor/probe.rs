@@ -71,6 +71,7 @@ pub fn gather() -> Facts {
         store: programs.store,
         kprobe: programs.kprobe,
         fentry: programs.fentry,
+        fsession: programs.fsession,
         syscalls: programs.syscalls,
         sampling: programs.sampling,
         kprobe_multi: programs.kprobe_multi,
@@ -222,6 +223,7 @@ struct Programs {
     store: Option<TaskStore>,
     kprobe: Tried,
     fentry: Tried,
+    fsession: Tried,
     syscalls: Tried,
     sampling: Tried,
     kprobe_multi: Tried,
@@ -235,6 +237,7 @@ impl Programs {
             store: None,
             kprobe: why.clone(),
             fentry: why.clone(),
+            fsession: why.clone(),
             syscalls: why.clone(),
             sampling: why.clone(),
             kprobe_multi: why.clone(),
@@ -276,6 +279,7 @@ fn try_programs(
     };
     let kprobe = try_kprobe(ebpf, kprobe_target);
     let fentry = try_fentry(ebpf, fentry_target);
+    let fsession = try_fsession(ebpf, fentry_target);
     let syscalls = match tracefs {
         None => Tried::NotTried("no tracefs".into()),
         Some(root) => match attach::attach_syscalls(ebpf, &["getpid".to_owned()], root) {
@@ -289,6 +293,7 @@ fn try_programs(
         store: Some(store),
         kprobe,
         fentry,
+        fsession,
         syscalls,
         sampling,
         kprobe_multi: kprobe_link(ebpf, KprobeAttach::Multi, fentry_target),
@@ -318,23 +323,52 @@ fn try_kprobe(ebpf: &mut aya::Ebpf, target: Option<&Target>) -> Tried {
                 .into(),
         );
     }
-    attach_one(ebpf, target, Mode::Kprobe, "kprobe and kretprobe")
+    attach_one(
+        ebpf,
+        target,
+        Mode::Kprobe,
+        WITH_FRAMES,
+        "kprobe and kretprobe",
+    )
 }
 
 /// An fentry/fexit pair on `target`, or why not.
 fn try_fentry(ebpf: &mut aya::Ebpf, target: Option<&Target>) -> Tried {
-    attach_one(ebpf, target, Mode::Fentry, "fentry and fexit")
+    attach_one(ebpf, target, Mode::Fentry, WITH_FRAMES, "fentry and fexit")
 }
 
-/// Attaches one function in `mode`; `what` names the pair in the outcome.
-fn attach_one(ebpf: &mut aya::Ebpf, target: Option<&Target>, mode: Mode, what: &str) -> Tried {
+/// The fsession program on `target` (as a lone frameless function would get it), or why not.
+fn try_fsession(ebpf: &mut aya::Ebpf, target: Option<&Target>) -> Tried {
+    let session = attach::Mechanisms::default();
+    attach_one(
+        ebpf,
+        target,
+        Mode::Fsession,
+        session,
+        "the fsession program",
+    )
+}
+
+/// As a run with frames attaches: what the kprobes and fentry rows are about (as before
+/// fsession, whose row is its own).
+const WITH_FRAMES: attach::Mechanisms = attach::Mechanisms::WITH_FRAMES;
+
+/// Attaches one function in `mode`, as `how` says; `what` names what attached in the outcome.
+fn attach_one(
+    ebpf: &mut aya::Ebpf,
+    target: Option<&Target>,
+    mode: Mode,
+    how: attach::Mechanisms,
+    what: &str,
+) -> Tried {
     let Some(target) = target else {
         return Tried::NotTried("no getpid function found in /proc/kallsyms".into());
     };
-    match attach::attach_functions(
+    match attach::attach_functions_with(
         ebpf,
         std::slice::from_ref(target),
         mode,
+        how,
         &mut Progress::quiet(),
     ) {
         // The kprobe links detach here; fentry's stay with the object until it is dropped.

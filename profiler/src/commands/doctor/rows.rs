@@ -59,6 +59,7 @@ pub fn rows(facts: &Facts) -> Vec<Row> {
         programs(facts),
         kprobes(facts),
         fentry(facts),
+        fsession(facts),
         syscalls(facts),
         sampling(facts),
         kprobe_multi(facts),
@@ -85,6 +86,7 @@ fn untried(facts: &Facts, name: &str) -> bool {
         "eBPF programs" => &facts.programs,
         "kprobes" => &facts.kprobe,
         "fentry" => &facts.fentry,
+        "fsession" => &facts.fsession,
         "syscall tracepoints" => &facts.syscalls,
         "perf sampling" => &facts.sampling,
         "task storage" => &facts.task_storage,
@@ -330,6 +332,19 @@ fn sampling(facts: &Facts) -> Row {
     }
 }
 
+fn fsession(facts: &Facts) -> Row {
+    Row {
+        name: "fsession",
+        status: tried_status(&facts.fsession),
+        found: facts.fsession.detail().to_owned(),
+        enables: "fentry mode for a lone function with no option that needs frames: one \
+                  trampoline program at entry and exit, the start time in the call's cookie",
+        fix: "nothing needed (fentry/fexit pairs time the same calls, at about the same cost); \
+              it needs Linux 7.0+ on x86-64 or arm64"
+            .into(),
+    }
+}
+
 fn kprobe_multi(facts: &Facts) -> Row {
     let (multi, session) = (&facts.kprobe_multi, &facts.kprobe_session);
     let status = match (multi, session) {
@@ -542,6 +557,7 @@ mod tests {
             store: Some(TaskStore::TaskStorage),
             kprobe: works("kprobe and kretprobe attached to __x64_sys_getpid"),
             fentry: works("fentry and fexit attached to __do_sys_getpid"),
+            fsession: works("the fsession program attached to __do_sys_getpid"),
             syscalls: works("sys_enter_getpid and sys_exit_getpid attached"),
             sampling: works("cpu-clock sampling attached on CPU 0"),
             kprobe_multi: works("link created on __do_sys_getpid"),
@@ -574,6 +590,9 @@ mod tests {
             release: "6.18.44-fc-v669".into(),
             kprobe,
             fentry,
+            fsession: fails(
+                "this kernel has no fsession (Linux 7.0): no BPF_TRACE_FSESSION in its BTF",
+            ),
             kprobe_multi: fails("Operation not supported (os error 95)"),
             kprobe_session: fails("Operation not supported (os error 95)"),
             kcore: fails("No such file or directory (os error 2)"),
@@ -644,6 +663,7 @@ mod tests {
                 ("eBPF programs", "yes"),
                 ("kprobes", "no"),
                 ("fentry", "no"),
+                ("fsession", "no"),
                 ("syscall tracepoints", "yes"),
                 ("perf sampling", "yes"),
                 ("kprobe.multi/session", "no"),
