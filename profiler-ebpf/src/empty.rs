@@ -14,12 +14,12 @@
 //! Both are BTF tracepoints, as hotprof's own pair in this object (the number at exit is a
 //! direct load of the saved syscall number).
 //!
-//! kprobe.session has one program for both sides: its floor keeps the start time in the call's
-//! session cookie instead of a per-task store.
+//! kprobe.session and fsession have one program for both sides: their floor keeps the start
+//! time in the call's session cookie instead of a per-task store.
 //!
 //! Minimum kernels: the empty pairs as their mechanism (kprobe 4.1, fentry/fexit 5.5 with
-//! BTF, syscall tracepoints 4.7, raw tracepoints 4.17, kprobe.session 6.10); the floor pairs
-//! 5.11 with BTF (task storage), the session floor 6.10.
+//! BTF, syscall tracepoints 4.7, raw tracepoints 4.17, kprobe.session 6.10, fsession 7.0); the
+//! floor pairs 5.11 with BTF (task storage), the session floors as their mechanism.
 
 use aya_ebpf::{
     EbpfContext,
@@ -133,18 +133,41 @@ pub fn empty_session(_ctx: ProbeContext) -> u32 {
 /// store at all), one bucket at the return.
 #[kprobe]
 pub fn floor_session(ctx: ProbeContext) -> u32 {
-    let raw = ctx.as_ptr();
-    // SAFETY: loaded for a kprobe.session link only (`empty_probe session`), `raw` its context.
+    // SAFETY: loaded for a kprobe.session link only (`empty_probe session`), `ctx` its context.
+    unsafe { session_floor(ctx.as_ptr()) };
+    0
+}
+
+/// The fsession empty program (7.0+): 0 at both sides.
+#[fentry]
+pub fn empty_fsession(_ctx: FEntryContext) -> u32 {
+    0
+}
+
+/// The fsession timing floor: as kprobe.session's, on a trampoline.
+#[fentry]
+pub fn floor_fsession(ctx: FEntryContext) -> u32 {
+    // SAFETY: loaded as an fsession program only (`empty_probe fsession`), `ctx` its context.
+    unsafe { session_floor(ctx.as_ptr()) };
+    0
+}
+
+/// A session floor's run at an entry (the start into the cookie) or a return (one bucket).
+///
+/// # Safety
+/// `raw` is the context of a program loaded for a kprobe.session link or as an fsession one.
+#[inline(always)]
+unsafe fn session_floor(raw: *mut core::ffi::c_void) {
+    // SAFETY: the caller's contract.
     if unsafe { session_is_return(raw) } {
         let now = now_ns();
         // SAFETY: as above; the call's own cookie, written at its entry.
         let started = unsafe { *session_cookie(raw) };
         floor_bucket(elapsed(now, started));
-        return 0;
+        return;
     }
     // SAFETY: as above.
     unsafe { *session_cookie(raw) = now_ns() };
-    0
 }
 
 #[kprobe]

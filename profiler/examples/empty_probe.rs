@@ -14,7 +14,8 @@
 //! every syscall; the empty pair
 //! ignores TARGET, the timing floor times only that syscall, found by number as hotprof does)
 //! or `session` (one program at TARGET's entry and return through a kprobe.session link, 6.10+
-//! with BTF; the floor keeps its start time in the call's session cookie).
+//! with BTF; the floor keeps its start time in the call's session cookie) or `fsession` (the
+//! same as one fsession program on TARGET's trampoline, 7.0+).
 
 use std::process::{Command, ExitCode};
 
@@ -27,8 +28,7 @@ use profiler_common::names;
 /// The same object hotprof loads; the empty programs live in it beside the real ones.
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/profiler"));
 
-const USAGE: &str =
-    "usage: empty_probe [--timed] kprobe|fentry|tracepoint|raw|session TARGET -- CMD [ARGS]";
+const USAGE: &str = "usage: empty_probe [--timed] kprobe|fentry|tracepoint|raw|session|fsession TARGET -- CMD [ARGS]";
 
 fn main() -> ExitCode {
     match run() {
@@ -139,6 +139,24 @@ fn run() -> Result<u8> {
                 .with_context(|| format!("loading {program}"))?;
             probe
                 .attach_session(&[(address, 0)])
+                .with_context(|| format!("attaching {program} to {target}"))?;
+        }
+        "fsession" => {
+            let btf = profiler::attach::kernel_btf()?;
+            let id = btf
+                .function(target)
+                .with_context(|| format!("{target} is not a function in the kernel's BTF"))?;
+            let fsession = btf
+                .enumerator("BPF_TRACE_FSESSION")
+                .context("this kernel has no fsession (Linux 7.0)")?;
+            let kfuncs = profiler::attach::kfunc_ids(btf)?;
+            let program = format!("{kind}_fsession");
+            let entry: &mut FEntry = program_mut(&mut ebpf, &program)?;
+            entry
+                .load_for_fsession(id, fsession as u32, &kfuncs)
+                .with_context(|| format!("loading {program} for {target}"))?;
+            entry
+                .attach()
                 .with_context(|| format!("attaching {program} to {target}"))?;
         }
         other => bail!("unknown mode {other:?}; {USAGE}"),

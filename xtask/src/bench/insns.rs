@@ -10,9 +10,12 @@
 //! those become instructions per kernel symbol, and the difference from the unprobed run says
 //! where a probe's instructions go.
 //!
-//! All runs share one guest boot (one KASLR layout, so one kallsyms for the kernel's text);
-//! the i-th window of the plugin's report belongs to the i-th run whose `syscall_lat` finished.
+//! All runs of a guest share one boot (one KASLR layout, so one kallsyms for the kernel's
+//! text); the i-th window of the plugin's report belongs to the i-th run whose `syscall_lat`
+//! finished. Two guests (`mechanisms.rs`' suites): 6.12 for every mechanism it has, 7.x for
+//! fsession against the fentry/fexit pairs.
 
+mod mechanisms;
 mod parse;
 
 use std::collections::BTreeMap;
@@ -24,11 +27,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
+use self::mechanisms::{Mechanism, SUITES, Suite, Variant};
 use self::parse::{
     Added, Category, SymbolTable, Window, added_per_call, bpf_program_entries, by_category,
     insns_by_symbol, parse_plugin_report,
 };
-use super::{GUEST_UPTIME, Tools, bpftrace_hist_total, first_calls_line, run_secs, vm_run_with};
+use super::{GUEST_UPTIME, Tools, run_secs, vm_run_with};
 use crate::util::{secs, step, target_dir, workspace_root};
 use crate::vm::Accel;
 
@@ -48,186 +52,8 @@ const TOP_SYMBOLS: usize = 15;
 /// The tools themselves run on CPU 0 (`taskset 1`), so their own work stays out of the count.
 const MARKED_WORKLOAD: &str = "/tmp/marked";
 
-/// One probe mechanism and how each variant uses it.
-struct Mechanism {
-    key: &'static str,
-    title: &'static str,
-    /// What its timing floor keeps the start time in.
-    floor_title: &'static str,
-    /// The variants it runs.
-    variants: &'static [Variant],
-    empty_mode: &'static str,
-    empty_target: &'static str,
-    hotprof_args: &'static str,
-    bpftrace_entry: &'static str,
-    bpftrace_return: &'static str,
-}
-
-/// The timing floor of the per-task mechanisms.
-const TASK_STORAGE_FLOOR: &str = "timing floor (task-storage start + 1 bucket)";
-
-const MECHANISMS: [Mechanism; 4] = [
-    Mechanism {
-        key: "kprobe",
-        title: "kprobe + kretprobe on `__x64_sys_getpid`",
-        floor_title: TASK_STORAGE_FLOOR,
-        variants: &VARIANTS,
-        empty_mode: "kprobe",
-        empty_target: "__x64_sys_getpid",
-        hotprof_args: "--fn __x64_sys_getpid --mode kprobe",
-        bpftrace_entry: "kprobe:__x64_sys_getpid",
-        bpftrace_return: "kretprobe:__x64_sys_getpid",
-    },
-    // fentry cannot attach to `__x64_sys_getpid` on Debian kernels; `__do_sys_getpid` it can.
-    Mechanism {
-        key: "fentry",
-        title: "fentry + fexit on `__do_sys_getpid`",
-        floor_title: TASK_STORAGE_FLOOR,
-        variants: &VARIANTS,
-        empty_mode: "fentry",
-        empty_target: "__do_sys_getpid",
-        hotprof_args: "--fn __do_sys_getpid --mode fentry",
-        bpftrace_entry: "kfunc:__do_sys_getpid",
-        bpftrace_return: "kretfunc:__do_sys_getpid",
-    },
-    Mechanism {
-        key: "tracepoint",
-        title: "syscall tracepoints `sys_enter_getpid` + `sys_exit_getpid`",
-        floor_title: TASK_STORAGE_FLOOR,
-        variants: &VARIANTS,
-        empty_mode: "tracepoint",
-        empty_target: "getpid",
-        hotprof_args: "--syscall getpid",
-        bpftrace_entry: "tracepoint:syscalls:sys_enter_getpid",
-        bpftrace_return: "tracepoint:syscalls:sys_exit_getpid",
-    },
-    // kprobe mode's own choice for a lone ftrace-able function on 6.10+; `__x64_sys_getpid`
-    // is not ftrace-able on Debian kernels. Its frames row is the kprobe.multi link.
-    Mechanism {
-        key: "session",
-        title: "kprobe.session on `__do_sys_getpid` (fprobe; one program for entry and return)",
-        floor_title: "timing floor (start in the session cookie + 1 bucket)",
-        variants: &SESSION_VARIANTS,
-        empty_mode: "session",
-        empty_target: "__do_sys_getpid",
-        hotprof_args: "--fn __do_sys_getpid --mode kprobe",
-        bpftrace_entry: "kprobe:__do_sys_getpid",
-        bpftrace_return: "kretprobe:__do_sys_getpid",
-    },
-];
-
 /// What call-site mode would time on getpid's path; the guest says whether it can.
 const CALLSITE_ATTEMPT: &str = "hotprof --fn __x64_sys_getpid --mode callsite --no-calibrate";
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Variant {
-    Empty,
-    Floor,
-    Hotprof,
-    HotprofStacks,
-    HotprofStacksEvery,
-    HotprofOffCpu,
-    /// `--no-kprobe-session`: the kprobe.multi link's frame stack.
-    HotprofFrames,
-    Bpftrace,
-}
-
-const VARIANTS: [Variant; 7] = [
-    Variant::Empty,
-    Variant::Floor,
-    Variant::Hotprof,
-    Variant::HotprofStacks,
-    Variant::HotprofStacksEvery,
-    Variant::HotprofOffCpu,
-    Variant::Bpftrace,
-];
-
-/// kprobe.session's: the stack and off-CPU options need frames, so their rows would be the
-/// kprobe.multi link's, which `HotprofFrames` measures plainly.
-const SESSION_VARIANTS: [Variant; 5] = [
-    Variant::Empty,
-    Variant::Floor,
-    Variant::Hotprof,
-    Variant::HotprofFrames,
-    Variant::Bpftrace,
-];
-
-impl Variant {
-    fn key(self) -> &'static str {
-        match self {
-            Variant::Empty => "empty",
-            Variant::Floor => "floor",
-            Variant::Hotprof => "hotprof",
-            Variant::HotprofStacks => "hotprof-stacks",
-            Variant::HotprofStacksEvery => "hotprof-stacks-every",
-            Variant::HotprofOffCpu => "hotprof-offcpu",
-            Variant::HotprofFrames => "hotprof-frames",
-            Variant::Bpftrace => "bpftrace",
-        }
-    }
-
-    fn title(self, mechanism: &Mechanism) -> String {
-        match self {
-            Variant::Empty => "empty pair".into(),
-            Variant::Floor => mechanism.floor_title.into(),
-            Variant::Hotprof => format!("hotprof {}", mechanism.hotprof_args),
-            Variant::HotprofStacks => "hotprof … --stacks".into(),
-            Variant::HotprofStacksEvery => format!("hotprof … --stacks-every {STACKS_EVERY}"),
-            Variant::HotprofOffCpu => "hotprof … --off-cpu".into(),
-            Variant::HotprofFrames => "hotprof … --no-kprobe-session".into(),
-            Variant::Bpftrace => "bpftrace (@start[tid] + hist())".into(),
-        }
-    }
-
-    /// The guest command: every variant runs [`MARKED_WORKLOAD`] with `syms` as its argument.
-    fn command(self, mechanism: &Mechanism, syms: &str) -> String {
-        let workload = format!("{MARKED_WORKLOAD} {syms}");
-        let hotprof = |extra: &str| {
-            format!(
-                "hotprof {}{extra} --no-calibrate -- {workload}",
-                mechanism.hotprof_args
-            )
-        };
-        let tool = match self {
-            Variant::Empty => format!(
-                "empty_probe {} {} -- {workload}",
-                mechanism.empty_mode, mechanism.empty_target
-            ),
-            Variant::Floor => format!(
-                "empty_probe --timed {} {} -- {workload}",
-                mechanism.empty_mode, mechanism.empty_target
-            ),
-            Variant::Hotprof => hotprof(""),
-            Variant::HotprofStacks => hotprof(" --stacks"),
-            Variant::HotprofStacksEvery => hotprof(&format!(" --stacks-every {STACKS_EVERY}")),
-            Variant::HotprofOffCpu => hotprof(" --off-cpu"),
-            Variant::HotprofFrames => hotprof(" --no-kprobe-session"),
-            // The same program as the probe-cost section's bpftrace variant. `-c` wants an
-            // ELF file, so the shell runs the script (and execs the workload: same pid).
-            Variant::Bpftrace => format!(
-                "bpftrace -e '{} /pid == cpid/ {{ @start[tid] = nsecs; }} \
-                 {} /@start[tid]/ {{ @ns = hist(nsecs - @start[tid]); delete(@start[tid]); }}' \
-                 -c \"/bin/sh {workload}\"",
-                mechanism.bpftrace_entry, mechanism.bpftrace_return
-            ),
-        };
-        format!("taskset 1 {tool}")
-    }
-
-    /// The tool's own count of the calls it timed, where it prints one.
-    fn tool_count(self, output: &str) -> Option<Option<u64>> {
-        match self {
-            Variant::Empty => None,
-            Variant::Floor
-            | Variant::Hotprof
-            | Variant::HotprofStacks
-            | Variant::HotprofStacksEvery
-            | Variant::HotprofOffCpu
-            | Variant::HotprofFrames => Some(first_calls_line(output)),
-            Variant::Bpftrace => Some(bpftrace_hist_total(output)),
-        }
-    }
-}
 
 /// One run of the guest script.
 #[derive(Clone)]
@@ -238,12 +64,12 @@ struct Run {
     probe: Option<(usize, Variant)>,
 }
 
-fn runs() -> Vec<Run> {
+fn runs(mechanisms: &[Mechanism]) -> Vec<Run> {
     let mut runs = vec![Run {
         key: "bare".into(),
         probe: None,
     }];
-    for (index, mechanism) in MECHANISMS.iter().enumerate() {
+    for (index, mechanism) in mechanisms.iter().enumerate() {
         for &variant in mechanism.variants {
             runs.push(Run {
                 key: format!("{}-{}", mechanism.key, variant.key()),
@@ -254,7 +80,7 @@ fn runs() -> Vec<Run> {
     // Determinism, checked once: the first mechanism's hotprof again, last, after every
     // other run has changed the guest's state.
     runs.push(Run {
-        key: format!("{}-{}-again", MECHANISMS[0].key, Variant::Hotprof.key()),
+        key: format!("{}-{}-again", mechanisms[0].key, Variant::Hotprof.key()),
         probe: Some((0, Variant::Hotprof)),
     });
     runs
@@ -277,22 +103,39 @@ impl Measured {
 }
 
 pub fn run(tools: &Tools) -> Result<String> {
-    let started = Instant::now();
     let plugin = build_plugin()?;
+    let mut markdown = String::new();
+    for (index, suite) in SUITES.iter().enumerate() {
+        markdown.push_str(&run_suite(tools, &plugin, suite, index == 0)?);
+    }
+    Ok(markdown)
+}
+
+/// One guest's runs and their tables; `first` carries the section's introduction.
+fn run_suite(tools: &Tools, plugin: &Path, suite: &Suite, first: bool) -> Result<String> {
+    let started = Instant::now();
+    let mechanisms = suite.mechanisms;
+    let kernel = suite.kernel.name();
     let dir = target_dir().join("bench");
-    let report_path = dir.join("insn-count.txt");
+    let report_path = dir.join(format!("insn-count-{kernel}.txt"));
     let report_arg = report_path.to_string_lossy().into_owned();
     if report_arg.contains(',') || plugin.to_string_lossy().contains(',') {
         bail!("qemu's -plugin option cannot take a path with a comma: {report_arg}");
     }
     let _ = fs::remove_file(&report_path);
-    let runs = runs();
-    let script = guest_script(&runs);
+    let runs = runs(mechanisms);
+    let script = guest_script(&runs, mechanisms);
     // Start-up of bpftrace and hotprof dominates under TCG (~10 s each); 40 s per run leaves
     // room for a slow one, and the boot.
     let timeout = Duration::from_secs(120 + 40 * runs.len() as u64);
     let plugin_arg = format!("{},out={report_arg}", plugin.display());
-    let outcome = vm_run_with(tools, "insns", &script, timeout, |run| {
+    let name = if first {
+        "insns".to_owned()
+    } else {
+        format!("insns-{kernel}")
+    };
+    let outcome = vm_run_with(tools, &name, &script, timeout, |run| {
+        run.kernel = suite.kernel;
         // A plugin only sees TCG: under KVM it would count nothing.
         run.accel = Accel::Tcg;
         run.extra_qemu_args = vec!["-plugin".into(), plugin_arg];
@@ -356,6 +199,8 @@ pub fn run(tools: &Tools) -> Result<String> {
     }
     let callsite = read_or_empty(&out.join("callsite.txt"));
     let markdown = render(
+        suite,
+        first,
         &runs,
         &measured,
         &callsite,
@@ -375,7 +220,7 @@ pub fn run(tools: &Tools) -> Result<String> {
     step(
         "bench",
         &format!(
-            "insns: {} in all; slowest runs in the guest: {}",
+            "insns ({kernel}): {} in all; slowest runs in the guest: {}",
             secs(started.elapsed()),
             slowest.join(", ")
         ),
@@ -420,7 +265,7 @@ fn build_plugin() -> Result<PathBuf> {
 }
 
 /// The guest script: the kernel's text symbols once, the call-site attempt, then every run.
-fn guest_script(runs: &[Run]) -> String {
+fn guest_script(runs: &[Run], mechanisms: &[Mechanism]) -> String {
     let mut script = format!(
         "set +e\nup() {{ {GUEST_UPTIME}; }}\nmkdir -p /tmp\n\
          cat > {MARKED_WORKLOAD} <<'EOF'\n#!/bin/sh\n\
@@ -435,7 +280,7 @@ fn guest_script(runs: &[Run]) -> String {
         let syms = format!("/out/{}.syms", run.key);
         let command = match run.probe {
             None => format!("taskset 1 {MARKED_WORKLOAD} {syms}"),
-            Some((mechanism, variant)) => variant.command(&MECHANISMS[mechanism], &syms),
+            Some((mechanism, variant)) => variant.command(&mechanisms[mechanism], &syms),
         };
         let file = format!("/out/{}.txt", run.key);
         let _ = writeln!(
@@ -470,6 +315,8 @@ fn read_or_empty(path: &Path) -> String {
 /// The markdown: per mechanism the instruction table and goals, the determinism check, then
 /// where each variant's instructions go.
 fn render(
+    suite: &Suite,
+    first: bool,
     runs: &[Run],
     measured: &BTreeMap<String, Measured>,
     callsite: &str,
@@ -477,11 +324,14 @@ fn render(
     kernel_symbols: usize,
 ) -> String {
     let bare = &measured["bare"];
-    let mut out = format!(
-        "## Instructions per call (QEMU TCG plugin)\n\n\
+    let mechanisms = suite.mechanisms;
+    let kernel = suite.kernel.name();
+    let mut out = if first {
+        format!(
+            "## Instructions per call (QEMU TCG plugin)\n\n\
          Guest instructions executed per getpid call on the workload's vCPU, counted by \
          `xtask/qemu-plugin/insn_count.c` between the marker instructions of \
-         `syscall_lat --marker {CALLS}` (6.12 guest, TCG, workload on CPU 1, tools on CPU 0), \
+         `syscall_lat --marker {CALLS}` ({kernel} guest, TCG, workload on CPU 1, tools on CPU 0), \
          user space and interrupts included. The guest boots with `audit=1` like every other \
          guest (for the audit workloads), so every syscall also runs audit's entry and exit \
          hooks (`syscall_trace_enter`, `__audit_syscall_entry`/`_exit`, \
@@ -493,7 +343,18 @@ fn render(
          and subprogram starts per call (at least 2 required), and the check also compares \
          the tool's own call count (hotprof, floor, bpftrace) with the calls made: both show \
          the probe really ran on every call.\n\n"
-    );
+        )
+    } else {
+        format!(
+            "## Instructions per call on {kernel}: {}\n\n\
+             Counted as above, in one TCG boot of the {kernel} guest.\n\n",
+            mechanisms
+                .iter()
+                .map(|m| m.key)
+                .collect::<Vec<_>>()
+                .join(" and ")
+        )
+    };
     let check = |key: &str, variant: Option<Variant>| -> String {
         let Some(run) = measured.get(key) else {
             return "not run".into();
@@ -559,7 +420,7 @@ fn render(
         bare.per_call().map_or("—".into(), |v| format!("{v:.1}")),
         check("bare", None)
     );
-    for mechanism in &MECHANISMS {
+    for mechanism in mechanisms {
         let _ = writeln!(
             out,
             "### {}\n\n| variant | insns/call | added/call | program entries/call | check |\n\
@@ -601,12 +462,12 @@ fn render(
             "hotprof / bpftrace",
             of(Variant::Hotprof),
             of(Variant::Bpftrace),
-            0.5,
+            mechanism.bpftrace_goal,
         ));
         out.push_str(&reachable_line(
             of(Variant::Floor),
             of(Variant::Bpftrace),
-            0.5,
+            mechanism.bpftrace_goal,
         ));
         if has(Variant::HotprofStacks) {
             out.push_str(&ratio_line(
@@ -634,42 +495,45 @@ fn render(
         }
         if has(Variant::HotprofFrames) {
             out.push_str(&ratio_line(
-                "hotprof --no-kprobe-session / hotprof",
+                &format!("{} / hotprof", Variant::HotprofFrames.title(mechanism)),
                 of(Variant::HotprofFrames),
                 of(Variant::Hotprof),
                 f64::NAN,
             ));
-            // The issue's goal for kprobe.session: below the perf kprobe's timing floor.
+        }
+        if let Some((other, goal)) = mechanism.below_floor_of {
             out.push_str(&ratio_line(
-                "hotprof / the perf kprobe's timing floor (kprobe section)",
+                &format!("hotprof / the {other} section's timing floor"),
                 of(Variant::Hotprof),
-                MECHANISMS
+                mechanisms
                     .iter()
-                    .find(|m| m.key == "kprobe")
-                    .and_then(|kprobe| of_in(kprobe, Variant::Floor)),
-                1.0,
+                    .find(|m| m.key == other)
+                    .and_then(|other| of_in(other, Variant::Floor)),
+                goal,
             ));
         }
         out.push('\n');
     }
     let callsite_line = last_line(callsite);
-    let _ = writeln!(
-        out,
-        "### Call-site kprobes\n\nNot measurable on getpid's path: `{CALLSITE_ATTEMPT}` in the \
+    if first {
+        let _ = writeln!(
+            out,
+            "### Call-site kprobes\n\nNot measurable on getpid's path: `{CALLSITE_ATTEMPT}` in the \
          guest says: `{callsite_line}` (`x64_sys_call` reaches `__x64_sys_getpid` by a tail \
          call, and its own caller `do_syscall_64` is notrace).\n"
-    );
-    let first = format!("{}-{}", MECHANISMS[0].key, Variant::Hotprof.key());
-    let again = format!("{first}-again");
+        );
+    }
+    let twice = format!("{}-{}", mechanisms[0].key, Variant::Hotprof.key());
+    let again = format!("{twice}-again");
     match (
-        measured.get(&first).and_then(|m| m.window.as_ref()),
+        measured.get(&twice).and_then(|m| m.window.as_ref()),
         measured.get(&again).and_then(|m| m.window.as_ref()),
     ) {
         (Some(a), Some(b)) => {
             let diff = b.insns as f64 - a.insns as f64;
             let _ = writeln!(
                 out,
-                "Determinism: `{first}` ran twice in the same boot, first and last: {} and {} \
+                "Determinism: `{twice}` ran twice in the same boot, first and last: {} and {} \
                  instructions, a difference of {diff:+.0} ({:+.4} %, {:+.2} per call).\n",
                 a.insns,
                 b.insns,
@@ -684,7 +548,7 @@ fn render(
             );
         }
     }
-    out.push_str(&attribution(runs, measured, kernel_symbols));
+    out.push_str(&attribution(mechanisms, runs, measured, kernel_symbols));
     out.push_str(&bare_table(bare));
     let _ = writeln!(
         out,
@@ -698,6 +562,8 @@ fn render(
 /// The mode a variant's hotprof must have run in for its row to mean what its title says.
 fn expected_mode(mechanism_key: &str, variant: Variant) -> Option<&'static str> {
     match (mechanism_key, variant) {
+        ("fentry", Variant::Hotprof) => Some("fentry"),
+        ("fsession", Variant::Hotprof) => Some("fsession"),
         ("session", Variant::Hotprof) => Some("kprobe.session"),
         ("session", Variant::HotprofFrames) => Some("kprobe.multi"),
         _ => None,
@@ -738,6 +604,7 @@ fn reachable_line(floor: Option<f64>, bpftrace: Option<f64>, goal: f64) -> Strin
 
 /// Per probed run: added instructions per call by category and the top symbols.
 fn attribution(
+    mechanisms: &[Mechanism],
     runs: &[Run],
     measured: &BTreeMap<String, Measured>,
     kernel_symbols: usize,
@@ -765,7 +632,7 @@ fn attribution(
         .join(", ")
     );
     // First what the issue's goals are about: hotprof's instructions above the floor's.
-    for mechanism in &MECHANISMS {
+    for mechanism in mechanisms {
         let key = |variant: Variant| format!("{}-{}", mechanism.key, variant.key());
         let (Some(hotprof), Some(floor)) = (
             measured
@@ -805,8 +672,8 @@ fn attribution(
         let _ = writeln!(
             out,
             "#### {}: {} ({total:+.1}/call)\n",
-            MECHANISMS[mechanism].key,
-            variant.title(&MECHANISMS[mechanism])
+            mechanisms[mechanism].key,
+            variant.title(&mechanisms[mechanism])
         );
         out.push_str(&category_table(&rows));
         out.push_str(&top_table(&rows));
@@ -881,11 +748,12 @@ fn last_line(text: &str) -> &str {
 
 #[cfg(test)]
 mod tests {
+    use super::mechanisms::{FSESSION_MECHANISMS, MECHANISMS};
     use super::*;
 
     #[test]
     fn every_variant_runs_the_marked_workload_pinned() {
-        for mechanism in &MECHANISMS {
+        for mechanism in SUITES.iter().flat_map(|suite| suite.mechanisms) {
             for &variant in mechanism.variants {
                 let command = variant.command(mechanism, "/out/x.syms");
                 assert!(command.starts_with("taskset 1 "), "{command}");
@@ -906,10 +774,10 @@ mod tests {
 
     #[test]
     fn the_script_runs_bare_first_and_the_repeat_last() {
-        let runs = runs();
+        let runs = runs(&MECHANISMS);
         let variants: usize = MECHANISMS.iter().map(|m| m.variants.len()).sum();
         assert_eq!(runs.len(), 2 + variants);
-        let script = guest_script(&runs);
+        let script = guest_script(&runs, &MECHANISMS);
         let bare = script.find("> /out/bare.txt").expect("bare run");
         let again = script
             .find("> /out/kprobe-hotprof-again.txt")
@@ -933,6 +801,23 @@ mod tests {
         );
         assert_eq!(expected_mode("kprobe", Variant::Hotprof), None);
         assert!(MECHANISMS.iter().any(|m| m.key == "session"));
+        // 7.x: fsession against the pairs, each run checked to be what its row says.
+        assert_eq!(
+            expected_mode("fsession", Variant::Hotprof),
+            Some("fsession")
+        );
+        assert_eq!(expected_mode("fentry", Variant::Hotprof), Some("fentry"));
+        let fsession = &FSESSION_MECHANISMS[1];
+        assert!(fsession.variants.contains(&Variant::Floor));
+        assert!(
+            Variant::Hotprof
+                .command(fsession, "s")
+                .contains("--mode fsession")
+                && Variant::Hotprof
+                    .command(&FSESSION_MECHANISMS[0], "s")
+                    .contains("--no-fsession")
+        );
+        assert_eq!(fsession.below_floor_of, Some(("fentry", 0.80)));
     }
 
     #[test]

@@ -310,7 +310,7 @@ pub fn vm_run_with(
         ..VmRun::new(Kernel::V6_12, script, out_dir)
     };
     adjust(&mut run);
-    step("bench", &format!("6.12 guest: {name}"));
+    step("bench", &format!("{} guest: {name}", run.kernel.name()));
     let outcome = vm::run(&run).with_context(|| format!("the {name} guest failed"))?;
     if outcome.exit_code != 0 {
         bail!(
