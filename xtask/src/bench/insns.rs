@@ -468,6 +468,7 @@ fn render(
             of(Variant::Floor),
             of(Variant::Bpftrace),
             mechanism.bpftrace_goal,
+            "bpftrace",
         ));
         if has(Variant::HotprofStacks) {
             out.push_str(&ratio_line(
@@ -502,14 +503,21 @@ fn render(
             ));
         }
         if let Some((other, goal)) = mechanism.below_floor_of {
+            let other_floor = mechanisms
+                .iter()
+                .find(|m| m.key == other)
+                .and_then(|other| of_in(other, Variant::Floor));
             out.push_str(&ratio_line(
                 &format!("hotprof / the {other} section's timing floor"),
                 of(Variant::Hotprof),
-                mechanisms
-                    .iter()
-                    .find(|m| m.key == other)
-                    .and_then(|other| of_in(other, Variant::Floor)),
+                other_floor,
                 goal,
+            ));
+            out.push_str(&reachable_line(
+                of(Variant::Floor),
+                other_floor,
+                goal,
+                &format!("the {other} section's"),
             ));
         }
         out.push('\n');
@@ -589,14 +597,15 @@ fn ratio_line(what: &str, numerator: Option<f64>, denominator: Option<f64>, goal
     }
 }
 
-/// Whether a goal relative to bpftrace can be met at all: not when the timing floor, the least
-/// any per-call histogram costs with this mechanism, is already above it. Empty when it can.
-fn reachable_line(floor: Option<f64>, bpftrace: Option<f64>, goal: f64) -> String {
-    match (floor, bpftrace) {
-        (Some(floor), Some(bpftrace)) if bpftrace > 0.0 && floor / bpftrace > goal => format!(
+/// Whether a goal relative to `other` (bpftrace, or another mechanism's floor) can be met at
+/// all: not when the timing floor, the least any per-call histogram costs with this
+/// mechanism, is already above it. Empty when it can.
+fn reachable_line(floor: Option<f64>, other: Option<f64>, goal: f64, other_name: &str) -> String {
+    match (floor, other) {
+        (Some(floor), Some(other)) if other > 0.0 && floor / other > goal => format!(
             "  - not reachable with this mechanism: the timing floor alone is **{:.2}×** \
-             bpftrace ({floor:+.0} / {bpftrace:+.0})\n",
-            floor / bpftrace
+             {other_name} ({floor:+.0} / {other:+.0})\n",
+            floor / other
         ),
         _ => String::new(),
     }
@@ -823,12 +832,21 @@ mod tests {
     #[test]
     fn a_goal_below_the_floor_is_called_unreachable() {
         assert_eq!(
-            reachable_line(Some(1338.0), Some(2561.0), 0.5),
+            reachable_line(Some(1338.0), Some(2561.0), 0.5, "bpftrace"),
             "  - not reachable with this mechanism: the timing floor alone is **0.52×** \
              bpftrace (+1338 / +2561)\n"
         );
-        assert_eq!(reachable_line(Some(748.0), Some(1974.0), 0.5), "");
-        assert_eq!(reachable_line(None, Some(1974.0), 0.5), "");
+        assert_eq!(
+            reachable_line(Some(748.0), Some(1974.0), 0.5, "bpftrace"),
+            ""
+        );
+        assert_eq!(reachable_line(None, Some(1974.0), 0.5, "bpftrace"), "");
+        // fsession on 7.x: its own floor is 0.95× the pairs' floor, above a 0.80× goal.
+        assert_eq!(
+            reachable_line(Some(465.0), Some(487.0), 0.80, "the fentry section's"),
+            "  - not reachable with this mechanism: the timing floor alone is **0.95×** the \
+             fentry section's (+465 / +487)\n"
+        );
     }
 
     #[test]
