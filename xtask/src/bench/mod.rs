@@ -294,6 +294,13 @@ pub fn vm_run(tools: &Tools, name: &str, script: &str, timeout: Duration) -> Res
 }
 
 /// [`vm_run`], with `adjust` changing the run's settings (accelerator, qemu arguments) first.
+/// `empty_probe`'s command line: the mechanism's empty pair on `target`, or with `timed` its
+/// timing floor, around `workload`.
+fn empty_probe(timed: bool, mode: &str, target: &str, workload: &str) -> String {
+    let timed = if timed { "--timed " } else { "" };
+    format!("empty_probe {timed}{mode} {target} -- {workload}")
+}
+
 pub fn vm_run_with(
     tools: &Tools,
     name: &str,

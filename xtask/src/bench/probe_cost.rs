@@ -11,8 +11,8 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use super::{
-    GUEST_UPTIME, Spread, Tools, bpftrace_hist_total, first_calls_line, in_round_order,
-    order_cycle, run_secs, syscall_lat_avg_ns, vm_run,
+    GUEST_UPTIME, Spread, Tools, bpftrace_hist_total, empty_probe, first_calls_line,
+    in_round_order, order_cycle, run_secs, syscall_lat_avg_ns, vm_run,
 };
 use crate::util::step;
 
@@ -105,13 +105,11 @@ impl Mechanism {
         let workload = format!("syscall_lat {}", self.calls);
         match variant {
             Variant::None => workload,
-            Variant::Empty => format!(
-                "empty_probe {} {} -- {workload}",
-                self.empty_mode, self.empty_target
-            ),
-            Variant::Floor => format!(
-                "empty_probe --timed {} {} -- {workload}",
-                self.empty_mode, self.empty_target
+            Variant::Empty | Variant::Floor => empty_probe(
+                variant == Variant::Floor,
+                self.empty_mode,
+                self.empty_target,
+                &workload,
             ),
             Variant::EmptyRaw => format!("empty_probe raw {GETPID_NR} -- {workload}"),
             Variant::FloorRaw => format!("empty_probe --timed raw {GETPID_NR} -- {workload}"),

@@ -2,7 +2,7 @@
 //! probe, its empty pair, its timing floor, hotprof with options, bpftrace), and the guests
 //! (suites) that run them: 6.12 for every mechanism it has, 7.x for fsession against fentry.
 
-use super::super::{bpftrace_hist_total, first_calls_line};
+use super::super::{bpftrace_hist_total, empty_probe, first_calls_line};
 use super::{MARKED_WORKLOAD, STACKS_EVERY};
 use crate::kernels::Kernel;
 
@@ -48,6 +48,22 @@ pub(super) const SUITES: [Suite; 2] = [
 /// The timing floor of the per-task mechanisms.
 const TASK_STORAGE_FLOOR: &str = "timing floor (task-storage start + 1 bucket)";
 
+// fentry cannot attach to `__x64_sys_getpid` on Debian kernels; `__do_sys_getpid` it can.
+const FENTRY: Mechanism = Mechanism {
+    key: "fentry",
+    title: "fentry + fexit on `__do_sys_getpid`",
+    floor_title: TASK_STORAGE_FLOOR,
+    variants: &VARIANTS,
+    empty_mode: "fentry",
+    empty_target: "__do_sys_getpid",
+    hotprof_args: "--fn __do_sys_getpid --mode fentry",
+    frames_flag: "",
+    bpftrace_entry: "kfunc:__do_sys_getpid",
+    bpftrace_return: "kretfunc:__do_sys_getpid",
+    bpftrace_goal: 0.5,
+    below_floor_of: None,
+};
+
 pub(super) const MECHANISMS: [Mechanism; 4] = [
     Mechanism {
         key: "kprobe",
@@ -63,21 +79,7 @@ pub(super) const MECHANISMS: [Mechanism; 4] = [
         bpftrace_goal: 0.5,
         below_floor_of: None,
     },
-    // fentry cannot attach to `__x64_sys_getpid` on Debian kernels; `__do_sys_getpid` it can.
-    Mechanism {
-        key: "fentry",
-        title: "fentry + fexit on `__do_sys_getpid`",
-        floor_title: TASK_STORAGE_FLOOR,
-        variants: &VARIANTS,
-        empty_mode: "fentry",
-        empty_target: "__do_sys_getpid",
-        hotprof_args: "--fn __do_sys_getpid --mode fentry",
-        frames_flag: "",
-        bpftrace_entry: "kfunc:__do_sys_getpid",
-        bpftrace_return: "kretfunc:__do_sys_getpid",
-        bpftrace_goal: 0.5,
-        below_floor_of: None,
-    },
+    FENTRY,
     Mechanism {
         key: "tracepoint",
         title: "syscall tracepoints `sys_enter_getpid` + `sys_exit_getpid`",
@@ -116,18 +118,10 @@ pub(super) const MECHANISMS: [Mechanism; 4] = [
 /// 0.80× the pairs' timing floor and 0.35× bpftrace's fentry histogram.
 pub(super) const FSESSION_MECHANISMS: [Mechanism; 2] = [
     Mechanism {
-        key: "fentry",
         title: "fentry + fexit on `__do_sys_getpid` (7.x)",
-        floor_title: TASK_STORAGE_FLOOR,
         variants: &PAIR_VARIANTS,
-        empty_mode: "fentry",
-        empty_target: "__do_sys_getpid",
         hotprof_args: "--fn __do_sys_getpid --mode fentry --no-fsession",
-        frames_flag: "",
-        bpftrace_entry: "kfunc:__do_sys_getpid",
-        bpftrace_return: "kretfunc:__do_sys_getpid",
-        bpftrace_goal: 0.5,
-        below_floor_of: None,
+        ..FENTRY
     },
     Mechanism {
         key: "fsession",
@@ -135,13 +129,10 @@ pub(super) const FSESSION_MECHANISMS: [Mechanism; 2] = [
         floor_title: "timing floor (start in the session cookie + 1 bucket)",
         variants: &PAIR_VARIANTS,
         empty_mode: "fsession",
-        empty_target: "__do_sys_getpid",
         hotprof_args: "--fn __do_sys_getpid --mode fsession",
-        frames_flag: "",
-        bpftrace_entry: "kfunc:__do_sys_getpid",
-        bpftrace_return: "kretfunc:__do_sys_getpid",
         bpftrace_goal: 0.35,
         below_floor_of: Some(("fentry", 0.80)),
+        ..FENTRY
     },
 ];
 
@@ -224,13 +215,11 @@ impl Variant {
             )
         };
         let tool = match self {
-            Variant::Empty => format!(
-                "empty_probe {} {} -- {workload}",
-                mechanism.empty_mode, mechanism.empty_target
-            ),
-            Variant::Floor => format!(
-                "empty_probe --timed {} {} -- {workload}",
-                mechanism.empty_mode, mechanism.empty_target
+            Variant::Empty | Variant::Floor => empty_probe(
+                self == Variant::Floor,
+                mechanism.empty_mode,
+                mechanism.empty_target,
+                &workload,
             ),
             Variant::Hotprof => hotprof(""),
             Variant::HotprofStacks => hotprof(" --stacks"),
