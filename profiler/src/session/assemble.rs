@@ -405,6 +405,10 @@ mod tests {
             ..multi()
         };
         assert_eq!(label(&[session], kprobe), "kprobe.session");
+        let fsession = probed("vfs_read", None, LinkKind::Fsession);
+        assert_eq!(label(&[fsession], AttachedMode::Fentry), "fsession");
+        let pair = probed("vfs_read", None, LinkKind::Fentry);
+        assert_eq!(label(&[pair], AttachedMode::Fentry), "fentry");
     }
 
     #[test]
