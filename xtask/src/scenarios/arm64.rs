@@ -118,7 +118,7 @@ hotprof --fn {copy} --json /out/sites.json -- dd if=/dev/zero of=/tmp/w bs=4k co
             guest.lines_containing("fentry_rc=1").len() == 1
                 && fentry_err.lines().count() == 1
                 && fentry_err.contains("fentry cannot attach to vfs_read: ")
-                && fentry_err.contains("(os error 524)"),
+                && fentry_err.contains("(os error 524) (ENOTSUPP: this kernel cannot attach"),
             "--mode fentry on {}: want exit 1 and one line saying ENOTSUPP (524), got \
              {fentry_err:?}",
             kernel.name()
@@ -128,8 +128,11 @@ hotprof --fn {copy} --json /out/sites.json -- dd if=/dev/zero of=/tmp/w bs=4k co
         let notes = guest.lines_containing(fallback);
         ensure!(
             notes.len() == 1
-                && notes[0].contains("(os error 524)")
-                && notes[0].ends_with("; using kprobe/kretprobe instead"),
+                && notes[0].ends_with(
+                    "(os error 524) (ENOTSUPP: this kernel cannot attach BPF trampolines to \
+                     kernel functions; it needs CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS); using \
+                     kprobe/kretprobe instead"
+                ),
             "auto mode's note on falling back from fentry: {notes:?}"
         );
     }
