@@ -303,7 +303,8 @@ true
     // generic_perform_write's caller, and a function of the write path below it in every
     // stack: 6.1's tmpfs writes go through generic_file_write_iter. (6.1 records stacks from
     // kprobes, whose unwind starts at the caller's frame record: the direct caller
-    // `__generic_file_write_iter`, still in the link register, is not in them.)
+    // `__generic_file_write_iter`, still in the link register, is not in them; kprobe mode
+    // on 6.12 and 7.x misses `shmem_file_write_iter` alike, so auto mode's fentry is used.)
     let (caller, write_path) = match kernel {
         Kernel::V6_1 => ("__generic_file_write_iter", "generic_file_write_iter"),
         _ => ("shmem_file_write_iter", "shmem_file_write_iter"),
