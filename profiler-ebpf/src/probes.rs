@@ -78,16 +78,11 @@ impl EntryContext for FEntryContext {
         value
     }
 
-    /// The BPF trampoline's frame: the saved argument registers (this context points at the
-    /// first), one slot for the traced function's return value (there is an fexit), the
-    /// saved rbp, then the trampoline's return address. The traced function reaches the
-    /// trampoline from its first instruction (its `__fentry__` site): by `call` on most
-    /// kernels, so that return address is back into the function and the caller's comes
-    /// next; by `jmp` on 7.x (x86 ftrace's jmp-based direct calls), so it is the caller's.
-    /// Needs `bpf_get_func_arg_cnt` and `bpf_get_func_ip` (5.17).
+    /// The BPF trampoline's frame, read upwards from this context (the saved argument
+    /// registers): where the caller's return address lies in it is the architecture's
+    /// ([`arch::fentry_caller`]). Needs `bpf_get_func_arg_cnt` and `bpf_get_func_ip` (5.17).
     #[inline(always)]
     fn caller(&self) -> u64 {
-        const WORDS: usize = 16;
         // SAFETY: the helpers read the argument count and the traced function's address
         // from this program's own context.
         let (registers, func) = unsafe {
@@ -96,7 +91,7 @@ impl EntryContext for FEntryContext {
                 bpf_get_func_ip(self.as_ptr()),
             )
         };
-        let mut words = [0u64; WORDS];
+        let mut words = [0u64; arch::FENTRY_WORDS];
         // SAFETY: bpf_probe_read_kernel copies at most `size_of_val(&words)` bytes into
         // `words`, or fails without faulting (and `words` stays zero).
         let read = unsafe {
@@ -109,14 +104,7 @@ impl EntryContext for FEntryContext {
         if read != 0 {
             return 0;
         }
-        // Argument registers, the return-value slot, the saved rbp: then the return address.
-        let returns_to = words[(registers + 2) & (WORDS - 1)];
-        // Back into the function (within 16 bytes: after `call`, or `endbr64; call`)?
-        if returns_to.wrapping_sub(func) < 16 {
-            words[(registers + 3) & (WORDS - 1)]
-        } else {
-            returns_to
-        }
+        arch::fentry_caller(&words, registers, func)
     }
 }
 

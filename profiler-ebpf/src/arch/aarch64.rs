@@ -37,6 +37,28 @@ pub(crate) fn return_address(regs: &pt_regs) -> u64 {
     regs.regs[30]
 }
 
+/// How many words of the BPF trampoline's frame [`fentry_caller`] reads (a power of two).
+pub(crate) const FENTRY_WORDS: usize = 16;
+
+/// The caller's return address in the BPF trampoline's frame (`words`, from the first saved
+/// argument register up). arm64's trampoline keeps, above the arguments, the return-value
+/// slot and its saved x19/x20 (and padding to 16 bytes), two frame records: the traced
+/// function's `[fp, lr]`, its lr back into the function (its patched `mov x9, x30; bl`
+/// within its first 16 bytes), then the caller's `[fp, x9]`: x9 is the return address into
+/// the caller, saved before the function could sign it. So: the first word back into the
+/// function, and the one two words above it.
+#[inline(always)]
+pub(crate) fn fentry_caller(words: &[u64; FENTRY_WORDS], registers: usize, func: u64) -> u64 {
+    // Constant indexes only (the loop unrolls): the verifier refuses a stack offset computed
+    // from the argument count.
+    for i in 1..FENTRY_WORDS - 2 {
+        if i > registers && words[i].wrapping_sub(func) < 16 {
+            return words[i + 2];
+        }
+    }
+    0
+}
+
 /// The entry stack pointer of the call a kretprobe sees return: the same (`bl`/`ret` leave
 /// the stack pointer alone, and the function restores its own).
 #[inline(always)]

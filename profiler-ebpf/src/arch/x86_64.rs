@@ -41,6 +41,27 @@ pub(crate) fn return_address(regs: &pt_regs) -> u64 {
     unsafe { bpf_probe_read_kernel(regs.rsp as *const u64) }.unwrap_or(0)
 }
 
+/// How many words of the BPF trampoline's frame [`fentry_caller`] reads (a power of two).
+pub(crate) const FENTRY_WORDS: usize = 16;
+
+/// The caller's return address in the BPF trampoline's frame (`words`, from the first saved
+/// argument register up): the `registers` saved arguments, one slot for the traced function's
+/// return value (there is an fexit), the saved rbp, then the trampoline's return address. The
+/// traced function reaches the trampoline from its first instruction (its `__fentry__`
+/// site): by `call` on most kernels, so that return address is back into the function (at
+/// `func`) and the caller's comes next; by `jmp` on 7.x (x86 ftrace's jmp-based direct
+/// calls), so it is the caller's.
+#[inline(always)]
+pub(crate) fn fentry_caller(words: &[u64; FENTRY_WORDS], registers: usize, func: u64) -> u64 {
+    let returns_to = words[(registers + 2) & (FENTRY_WORDS - 1)];
+    // Back into the function (within 16 bytes: after `call`, or `endbr64; call`)?
+    if returns_to.wrapping_sub(func) < 16 {
+        words[(registers + 3) & (FENTRY_WORDS - 1)]
+    } else {
+        returns_to
+    }
+}
+
 /// The entry stack pointer of the call a kretprobe sees return: one word above, the return
 /// address having been popped.
 #[inline(always)]

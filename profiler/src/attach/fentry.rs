@@ -41,7 +41,12 @@ pub(super) fn attach_fentry(
             function: target.symbol.clone(),
             reason,
         };
-        let refused = |e: ProgramError| fail(unlisted_hint(target, fentry_load_reason(e)));
+        let refused = |e: ProgramError| {
+            fail(no_trampolines_hint(unlisted_hint(
+                target,
+                fentry_load_reason(e),
+            )))
+        };
         let btf_id = btf.function(&target.symbol).ok_or_else(|| {
             fail(Reason::new(
                 "not a function in the kernel's BTF (/sys/kernel/btf/vmlinux)",
@@ -99,6 +104,20 @@ fn unlisted_hint(target: &Target, reason: Reason) -> Reason {
     reason.with_hint("it is not in available_filter_functions: notrace, inlined or an alias")
 }
 
+/// `reason`, saying what the kernel's internal ENOTSUPP (524, which libc names "Unknown
+/// error" or "No error information") means for an fentry attach: the trampoline cannot be
+/// reached from the function's ftrace site, as on Debian's arm64 6.1 (arm64 has ftrace
+/// direct calls from 6.4).
+fn no_trampolines_hint(reason: Reason) -> Reason {
+    if !reason.to_string().contains("(os error 524)") {
+        return reason;
+    }
+    reason.with_hint(
+        "ENOTSUPP: this kernel cannot attach BPF trampolines to kernel functions; it needs \
+         CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS",
+    )
+}
+
 /// Unloads whatever fentry/fexit slots an unsuccessful attempt left behind.
 pub(super) fn detach_fentry(ebpf: &mut Ebpf, slots: usize) {
     for slot in 0..slots.min(FENTRY_SLOTS as usize) {
@@ -122,6 +141,20 @@ mod tests {
             traceable,
             note: None,
         }
+    }
+
+    #[test]
+    fn enotsupp_says_the_kernel_has_no_trampolines() {
+        let refused = "`bpf_raw_tracepoint_open` failed: No error information (os error 524)";
+        assert_eq!(
+            no_trampolines_hint(Reason::new(refused)).to_string(),
+            format!(
+                "{refused} (ENOTSUPP: this kernel cannot attach BPF trampolines to kernel \
+                 functions; it needs CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS)"
+            )
+        );
+        let other = "Invalid argument (os error 22)";
+        assert_eq!(no_trampolines_hint(Reason::new(other)).to_string(), other);
     }
 
     #[test]

@@ -1,49 +1,98 @@
-//! VM scenarios on arm64 guests: Debian's arm64 cloud kernel on qemu's `virt` board (TCG),
-//! with hotprof, its arm64 eBPF objects and the workloads cross-built for aarch64.
+//! VM scenarios on arm64 guests: Debian's arm64 cloud kernels on qemu's `virt` board (TCG),
+//! with hotprof, its arm64 eBPF objects and the workloads cross-built for aarch64. Each packs
+//! its checks into one boot per kernel (a TCG boot and run cost tens of seconds).
+//!
+//! What Debian's arm64 kernels support, as these scenarios check it:
+//!
+//! | kernel | fentry | kprobe.multi / kprobe.session |
+//! |---|---|---|
+//! | 6.1 | refused, ENOTSUPP (524): no `CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS` (arm64 has it from 6.4) | no: no `CONFIG_FPROBE` (EOPNOTSUPP); no kprobe.session before 6.10 |
+//! | 6.12 | yes | no: no `CONFIG_FPROBE` (EOPNOTSUPP) |
+//! | 7.x | yes | yes |
+//!
+//! Perf kprobes, the syscall tracepoints, raw syscall tracepoints and call-site mode work on all.
 
-use anyhow::{Result, ensure};
+use std::fs;
 
-use super::doctor::{check_rows, expected_rows};
-use super::harness::{Ctx, Guest};
+use anyhow::{Context, Result, ensure};
+
+use super::cli::{BAD_INPUTS, bad_inputs_script, check_bad_inputs};
+use super::doctor::{check_rows, expected_rows, row};
+use super::harness::{Ctx, Guest, caller_rows, write_copy_function};
+use super::keys_and_filters::check_size_classes;
+use super::lifecycle::{check_signals, signals_script};
+use crate::kernels::Kernel;
 
 /// Calls syscall_lat makes: few, as every one is emulated.
 const CALLS: u64 = 5_000;
-/// dd's 4 KiB writes to tmpfs: one `copy_page_from_iter_atomic` each.
+/// dd's 4 KiB writes to tmpfs: one write copy each.
 const WRITES: u64 = 200;
 
-/// One arm64 boot: `hotprof doctor` says hotprof works there, with the rows Debian's arm64
-/// kernel earns (kprobes, fentry, BTF, tracepoints, perf yes; kprobe.multi/session no, as the
-/// arm64 cloud kernel is built without fprobe); then exact counts: `vfs_read` under fentry,
-/// exactly file_read's reads (a musl binary: Rust's runtime reads no `/proc/self/maps` at
-/// start-up, unlike the x86_64 glibc guests' one extra read); getpid's arm64 syscall wrapper
-/// `__arm64_sys_getpid` under a kprobe; `--syscall getpid` on its syscall tracepoints and in
-/// the default mode (the raw tracepoints, found by arm64's own syscall numbers); and the
-/// notrace `copy_page_from_iter_atomic` at its call sites (`bl` found in the kernel's code),
-/// exactly dd's writes to tmpfs. Every run prints its probe overhead (calibrated on arm64's
-/// own symbols: `__arm64_sys_arm64_personality`, getpid's wrapper).
-pub fn arm64_fentry_exact(ctx: &mut Ctx) -> Result<()> {
+/// What Debian's arm64 `kernel` can attach, as [`arm64_exact_counts`] expects it.
+struct Supports {
+    /// fentry/fexit on kernel functions (BPF trampolines through ftrace direct calls).
+    fentry: bool,
+    /// kprobe.multi and kprobe.session links (fprobe).
+    links: bool,
+}
+
+fn supports(kernel: Kernel) -> Supports {
+    match kernel {
+        Kernel::V6_1 => Supports {
+            fentry: false,
+            links: false,
+        },
+        Kernel::V6_12 => Supports {
+            fentry: true,
+            links: false,
+        },
+        _ => Supports {
+            fentry: true,
+            links: true,
+        },
+    }
+}
+
+/// One arm64 boot per kernel (6.1, 6.12, 7.x): `hotprof doctor`'s rows say what the kernel
+/// supports (see the module's table) and its verdict; `vfs_read` under `--mode fentry` counts
+/// exactly file_read's reads (a musl binary: no start-up read of `/proc/self/maps`), or, on
+/// 6.1, is refused in one line naming ENOTSUPP while auto mode says why and counts it exactly
+/// with kprobes; getpid's arm64 wrapper `__arm64_sys_getpid` exact under a perf kprobe, and
+/// in kprobe mode's default: through the kprobe.session link (alone) and kprobe.multi
+/// (`--no-kprobe-session`) on 7.x, through perf kprobes with a note where the links are
+/// refused; `--syscall getpid` on its syscall tracepoints and in the default mode (the raw
+/// tracepoints, found by arm64's own syscall numbers); and the notrace write copy at its
+/// call sites (`bl` found in the kernel's code), exactly dd's writes to tmpfs, all at
+/// `generic_perform_write`'s site. The calibrated runs print their probe overhead
+/// (calibrated on arm64's own symbols: `__arm64_sys_arm64_personality`, getpid's wrapper).
+pub fn arm64_exact_counts(ctx: &mut Ctx) -> Result<()> {
+    let kernel = ctx.kernel();
+    let can = supports(kernel);
+    let copy = write_copy_function(kernel);
     let guest = ctx.run(&format!(
-        "uname -m; hotprof doctor; echo doctor_exit=$?\n\
-         hotprof --fn vfs_read --mode fentry --json /out/read.json -- file_read /tmp/f 4 \
-         || echo fentry_failed=$?\n\
-         hotprof --fn __arm64_sys_getpid --mode kprobe --json /out/getpid.json \
-         -- syscall_lat {CALLS} || echo kprobe_failed=$?\n\
-         hotprof --syscall getpid --syscall-mode tracepoint --json /out/syscall.json \
-         -- syscall_lat {CALLS} || echo syscall_failed=$?\n\
-         hotprof --syscall getpid --json /out/raw.json -- syscall_lat {CALLS} \
-         || echo raw_failed=$?\n\
-         hotprof --fn copy_page_from_iter_atomic --json /out/sites.json \
-         -- dd if=/dev/zero of=/tmp/w bs=4k count={WRITES} || echo callsite_failed=$?\n"
+        r#"uname -m; hotprof doctor; echo doctor_exit=$?
+hotprof --fn vfs_read --mode fentry --no-calibrate --json /out/read.json -- file_read /tmp/f 4 2>/out/fentry_err.txt
+echo fentry_rc=$?
+hotprof --fn vfs_read --json /out/auto.json -- file_read /tmp/f 4 || echo auto_failed=$?
+hotprof --fn __arm64_sys_getpid --mode kprobe --no-kprobe-multi --json /out/getpid.json -- syscall_lat {CALLS} || echo kprobe_failed=$?
+hotprof --fn __arm64_sys_getpid --mode kprobe --no-calibrate --json /out/lone.json -- syscall_lat {CALLS} || echo lone_failed=$?
+hotprof --fn __arm64_sys_getpid --mode kprobe --no-kprobe-session --no-calibrate --json /out/multi.json -- syscall_lat {CALLS} || echo multi_failed=$?
+hotprof --syscall getpid --syscall-mode tracepoint --json /out/syscall.json -- syscall_lat {CALLS} || echo syscall_failed=$?
+hotprof --syscall getpid --json /out/raw.json -- syscall_lat {CALLS} || echo raw_failed=$?
+hotprof --fn {copy} --json /out/sites.json -- dd if=/dev/zero of=/tmp/w bs=4k count={WRITES} || echo callsite_failed=$?
+"#
     ))?;
     guest.expect_exit(0)?;
     ensure!(
         guest.outcome.stdout.starts_with("aarch64\n"),
         "the guest is not an aarch64 machine (uname -m first)"
     );
-    doctor_rows(&guest)?;
+    doctor_rows(&guest, kernel, &can)?;
     for failed in [
-        "fentry_failed=",
+        "auto_failed=",
         "kprobe_failed=",
+        "lone_failed=",
+        "multi_failed=",
         "syscall_failed=",
         "raw_failed=",
         "callsite_failed=",
@@ -52,58 +101,155 @@ pub fn arm64_fentry_exact(ctx: &mut Ctx) -> Result<()> {
         ensure!(lines.is_empty(), "a hotprof run failed: {lines:?}");
     }
 
+    // vfs_read: fentry where the kernel attaches trampolines; else a one-line refusal, and
+    // auto mode on kprobes saying why.
     let reads = guest.workload("file_read")?.u64("reads")?;
-    let report = guest.report("read.json")?;
-    ensure!(
-        report.json["mode"] == "fentry",
-        "vfs_read ran in mode {}, want fentry",
-        report.json["mode"]
-    );
-    let count = report.function("vfs_read")?.u64("count")?;
-    ensure!(
-        reads > 0 && count == reads,
-        "fentry counted {count} vfs_read calls, want exactly file_read's {reads}"
-    );
-
-    for (file, function, mode, calls) in [
-        ("getpid.json", "__arm64_sys_getpid", "kprobe", CALLS),
-        ("syscall.json", "getpid", "syscall", CALLS),
-        ("raw.json", "getpid", "raw_syscall", CALLS),
-        (
-            "sites.json",
-            "copy_page_from_iter_atomic",
-            "callsite",
-            WRITES,
-        ),
-    ] {
-        let report = guest.report(file)?;
-        let count = report.function(function)?.u64("count")?;
+    ensure!(reads > 0, "file_read made no reads");
+    let fentry_err = fs::read_to_string(guest.outcome.out_dir.join("fentry_err.txt"))?;
+    if can.fentry {
         ensure!(
-            report.json["mode"] == mode && count == calls,
-            "hotprof counted {count} {function} calls in mode {}, want exactly {calls} in {mode}",
-            report.json["mode"]
+            guest.lines_containing("fentry_rc=0").len() == 1,
+            "--mode fentry failed: {fentry_err}"
+        );
+        check_count(&guest, "read.json", "vfs_read", "fentry", reads)?;
+        check_count(&guest, "auto.json", "vfs_read", "fentry", reads)?;
+    } else {
+        ensure!(
+            guest.lines_containing("fentry_rc=1").len() == 1
+                && fentry_err.lines().count() == 1
+                && fentry_err.contains("fentry cannot attach to vfs_read: ")
+                && fentry_err.contains("(os error 524) (ENOTSUPP: this kernel cannot attach"),
+            "--mode fentry on {}: want exit 1 and one line saying ENOTSUPP (524), got \
+             {fentry_err:?}",
+            kernel.name()
+        );
+        check_count(&guest, "auto.json", "vfs_read", "kprobe", reads)?;
+        let fallback = "hotprof: note: fentry cannot attach to vfs_read: ";
+        let notes = guest.lines_containing(fallback);
+        ensure!(
+            notes.len() == 1
+                && notes[0].ends_with(
+                    "(os error 524) (ENOTSUPP: this kernel cannot attach BPF trampolines to \
+                     kernel functions; it needs CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS); using \
+                     kprobe/kretprobe instead"
+                ),
+            "auto mode's note on falling back from fentry: {notes:?}"
         );
     }
-    // Calibrated in every run: on arm64's own symbols.
+
+    // getpid: a perf kprobe; kprobe mode's links where fprobe exists, else perf kprobes with
+    // a note saying the kernel refused the link (auto mode never reaches them: fentry first).
+    check_count(&guest, "getpid.json", "__arm64_sys_getpid", "kprobe", CALLS)?;
+    let (lone, multi) = if can.links {
+        ("kprobe.session", "kprobe.multi")
+    } else {
+        ("kprobe", "kprobe")
+    };
+    check_count(&guest, "lone.json", "__arm64_sys_getpid", lone, CALLS)?;
+    check_count(&guest, "multi.json", "__arm64_sys_getpid", multi, CALLS)?;
+    let refused = guest.lines_containing("the kernel refused a kprobe.multi link");
+    // The two kprobe-mode runs, and on 6.1 auto mode's after fentry.
+    let runs_refused = match (can.links, can.fentry) {
+        (true, _) => 0,
+        (false, true) => 2,
+        (false, false) => 3,
+    };
+    ensure!(
+        refused.len() == runs_refused
+            && refused.iter().all(|line| {
+                line.contains("(os error 95)")
+                    && line.ends_with("using a perf kprobe/kretprobe per function instead")
+            }),
+        "want {runs_refused} notes of a refused kprobe.multi link (EOPNOTSUPP), got {refused:?}"
+    );
+
+    check_count(&guest, "syscall.json", "getpid", "syscall", CALLS)?;
+    check_count(&guest, "raw.json", "getpid", "raw_syscall", CALLS)?;
+
+    // The write copy at its call sites: every write at generic_perform_write's.
+    check_count(&guest, "sites.json", copy, "callsite", WRITES)?;
+    let callers = caller_rows(&guest.report("sites.json")?, copy)?;
+    let busiest = callers.first().context("no per-caller rows")?;
+    ensure!(
+        busiest.0.starts_with("generic_perform_write+0x") && busiest.1 == WRITES,
+        "the busiest call site of {copy} is {busiest:?}, want generic_perform_write+0x… with \
+         {WRITES} calls"
+    );
+    ensure!(
+        callers.iter().skip(1).all(|(_, calls)| *calls == 0),
+        "other call sites of {copy} counted calls: {callers:?}"
+    );
+
+    // Calibrated in every run that does not opt out: on arm64's own symbols.
     let overheads = guest.lines_containing("probe overhead: ~");
     ensure!(
         overheads.len() == 5,
-        "want a probe overhead line from each of the 5 runs, got {overheads:?}; notes: {:?}",
+        "want a probe overhead line from each of the 5 calibrated runs, got {overheads:?}; \
+         notes: {:?}",
         guest.lines_containing("not calibrated")
     );
     Ok(())
 }
 
-/// The doctor's rows on Debian's arm64 6.12, and its verdict, exit 0.
-fn doctor_rows(guest: &Guest) -> Result<()> {
+/// The report `file` ran in `mode` and counted `function` exactly `calls` times.
+fn check_count(guest: &Guest, file: &str, function: &str, mode: &str, calls: u64) -> Result<()> {
+    let report = guest.report(file)?;
+    let count = report.function(function)?.u64("count")?;
+    ensure!(
+        report.json["mode"] == mode && count == calls,
+        "{file}: {count} {function} calls in mode {}, want exactly {calls} in {mode}",
+        report.json["mode"]
+    );
+    Ok(())
+}
+
+/// The doctor's rows on Debian's arm64 `kernel`, the reasons of its "no"s, and its verdict,
+/// exit 0.
+fn doctor_rows(guest: &Guest, kernel: Kernel, can: &Supports) -> Result<()> {
     ensure!(
         guest.lines_containing("doctor_exit=0").len() == 1,
         "hotprof doctor must exit 0 on arm64"
     );
-    // Debian's arm64 kernels are built without CONFIG_FPROBE: kprobe.multi/session no.
-    check_rows(guest, &expected_rows(false, true))?;
-    let verdict = "hotprof works here: kernel functions with fentry and kprobes, syscalls with \
-                   tracepoints";
+    let mut rows = expected_rows(can.links, true);
+    if !can.fentry {
+        for (name, status) in &mut rows {
+            if *name == "fentry" {
+                *status = "no";
+            }
+        }
+    }
+    check_rows(guest, &rows)?;
+    if !can.fentry {
+        let fix = guest.lines_containing("fix: the kernel cannot attach BPF trampolines here");
+        let (_, found) = row(guest, "fentry")?;
+        ensure!(
+            found.contains("(os error 524)")
+                && fix.len() == 1
+                && fix[0].contains("CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS")
+                && fix[0].ends_with("auto mode uses kprobes instead"),
+            "the fentry row must give ENOTSUPP, the missing direct calls and the kprobe \
+             fallback: {found:?}, {fix:?}"
+        );
+    }
+    if !can.links {
+        let (_, found) = row(guest, "kprobe.multi/session")?;
+        let session = if kernel == Kernel::V6_1 {
+            "kprobe.session no (this kernel has no kprobe.session (Linux 6.10)"
+        } else {
+            "kprobe.session no (Not supported (os error 95): built without CONFIG_FPROBE)"
+        };
+        ensure!(
+            found.starts_with(
+                "kprobe.multi no (Not supported (os error 95): built without CONFIG_FPROBE); "
+            ) && found.contains(session),
+            "the kprobe.multi/session row must say fprobe is missing: {found:?}"
+        );
+    }
+    let verdict = if can.fentry {
+        "hotprof works here: kernel functions with fentry and kprobes, syscalls with tracepoints"
+    } else {
+        "hotprof works here: kernel functions with kprobes, syscalls with tracepoints"
+    };
     ensure!(
         guest
             .outcome
@@ -112,4 +258,136 @@ fn doctor_rows(guest: &Guest) -> Result<()> {
         "want the verdict {verdict:?} as the doctor's last line"
     );
     Ok(())
+}
+
+/// Per-call detail and how runs end, one arm64 boot: `--by caller` on `generic_perform_write`
+/// names its caller in the tmpfs write path with every call, the same return address in
+/// auto mode (fentry, or kprobes where fentry is refused) and kprobe mode (kprobe.multi on
+/// 7.x); `--by arg2:log2` on
+/// `vfs_write` splits two workloads' writes into their size classes exactly; `--stacks`
+/// folds every call with `generic_perform_write` at the leaf under `vfs_write` and the write
+/// path, totalling the histogram's time; SIGINT and SIGTERM leave no program and no probe
+/// (`hotprof status`) and no workload; bad inputs, arm64's missing `open` among them, are one
+/// line and a non-zero exit each.
+pub fn arm64_keys_stacks_signals(ctx: &mut Ctx) -> Result<()> {
+    let kernel = ctx.kernel();
+    let signals = ["INT", "TERM"];
+    let bad: Vec<(&str, &str)> = BAD_INPUTS
+        .iter()
+        .copied()
+        .chain([
+            (
+                "hotprof --syscall open",
+                "unknown syscall 'open': x86_64 has it, aarch64 does not",
+            ),
+            (
+                "hotprof --fn vfs_write --by arg7",
+                "--by arg7: functions take their arguments in registers",
+            ),
+        ])
+        .collect();
+    let guest = ctx.run(&format!(
+        r#"
+hotprof --fn generic_perform_write --by caller --no-calibrate --json /out/caller_auto.json -- tmpfs_write /tmp/w 1 || exit 1
+hotprof --fn generic_perform_write --mode kprobe --by caller --no-calibrate --json /out/caller_kprobe.json -- tmpfs_write /tmp/w 1 || exit 1
+hotprof --fn vfs_write --by arg2:log2 --no-calibrate --json /out/size.json -- sh -c 'tmpfs_write /tmp/a 1 && tmpfs_write /tmp/b 1 --chunk 1000' || exit 1
+hotprof --fn generic_perform_write --stacks --folded /out/f.folded --no-calibrate --json /out/stacks.json -- tmpfs_write /tmp/w 2 || exit 1
+{}
+{}
+true
+"#,
+        signals_script("--fn vfs_read", &signals),
+        bad_inputs_script(&bad)
+    ))?;
+    guest.expect_exit(0)?;
+    // generic_perform_write's caller, and a function of the write path below it in every
+    // stack: 6.1's tmpfs writes go through generic_file_write_iter. (6.1 records stacks from
+    // kprobes, whose unwind starts at the caller's frame record: the direct caller
+    // `__generic_file_write_iter`, still in the link register, is not in them; kprobe mode
+    // on 6.12 and 7.x misses `shmem_file_write_iter` alike, so auto mode's fentry is used.)
+    let (caller, write_path) = match kernel {
+        Kernel::V6_1 => ("__generic_file_write_iter", "generic_file_write_iter"),
+        _ => ("shmem_file_write_iter", "shmem_file_write_iter"),
+    };
+    let can = supports(kernel);
+    let auto_mode = if can.fentry { "fentry" } else { "kprobe" };
+    // `--by caller` needs each call's frame: kprobe.multi where fprobe exists, not session.
+    let kprobe_mode = if can.links { "kprobe.multi" } else { "kprobe" };
+
+    // The caller, in both modes: the same return address, every call.
+    let mut sites = Vec::new();
+    for (file, mode) in [
+        ("caller_auto.json", auto_mode),
+        ("caller_kprobe.json", kprobe_mode),
+    ] {
+        let report = guest.report(file)?;
+        ensure!(
+            report.json["mode"] == mode,
+            "{file}: mode {}, want {mode}",
+            report.json["mode"]
+        );
+        let calls = report.function("generic_perform_write")?.u64("count")?;
+        let callers = caller_rows(&report, "generic_perform_write")?;
+        let busiest = callers.first().context("no per-caller rows")?;
+        ensure!(
+            busiest.0.starts_with(&format!("{caller}+0x")) && busiest.1 == calls && calls > 0,
+            "{mode}: the caller of generic_perform_write is {busiest:?} of {calls} calls, want \
+             {caller}+0x… with all of them"
+        );
+        sites.push(busiest.0.clone());
+    }
+    ensure!(
+        sites[0] == sites[1],
+        "{auto_mode} and {kprobe_mode} name different return addresses: {sites:?}"
+    );
+
+    let results: Vec<String> = guest
+        .lines_containing("tmpfs_write: ")
+        .into_iter()
+        .filter(|line| line.starts_with("tmpfs_write: "))
+        .collect();
+    ensure!(
+        results.len() == 5,
+        "want five tmpfs_write results, got {results:?}"
+    );
+    check_size_classes(&guest.report("size.json")?, "vfs_write", &results[2..4])?;
+
+    // Stacks: one per write, each with the function at the leaf and its callers below.
+    let writes = guest.workload("tmpfs_write")?.u64("writes")?;
+    let report = guest.report("stacks.json")?;
+    let function = report.function("generic_perform_write")?;
+    let (count, sum_ns) = (function.u64("count")?, function.u64("sum_ns")?);
+    ensure!(
+        count == writes,
+        "--stacks: generic_perform_write counted {count} calls for {writes} writes"
+    );
+    let losses = &report.json["losses"];
+    ensure!(
+        losses["stacks_lost"] == 0 && losses["stack_totals_full"] == 0,
+        "stacks were lost: {losses}"
+    );
+    let folded = fs::read_to_string(guest.outcome.out_dir.join("f.folded"))?;
+    let path_frame = format!("{write_path}_[k]");
+    let mut total = 0;
+    for line in folded.lines() {
+        let (stack, ns) = line
+            .rsplit_once(' ')
+            .context("a folded line without a value")?;
+        total += ns.parse::<u64>().context("a folded value")?;
+        let frames: Vec<&str> = stack.split(';').collect();
+        ensure!(
+            frames.last() == Some(&"generic_perform_write_[k]")
+                && frames.contains(&"vfs_write_[k]")
+                && frames.contains(&path_frame.as_str()),
+            "a stack without generic_perform_write at the leaf under vfs_write and \
+             {write_path}: {line}"
+        );
+    }
+    ensure!(
+        total == sum_ns,
+        "the folded stacks total {total} ns, the histogram {sum_ns} ns"
+    );
+
+    check_signals(&guest, &signals)?;
+    check_bad_inputs(&guest, &bad)
 }

@@ -4,7 +4,7 @@ use std::fs;
 
 use anyhow::{Context, Result, ensure};
 
-use super::harness::Ctx;
+use super::harness::{Ctx, Guest};
 
 /// A glob attaches to every ftrace-listed match (≥ 50 here) and reports each one; with more
 /// functions than kprobe slots, the ones beyond them (sharing `kprobe_entry`) count exactly;
@@ -95,22 +95,34 @@ pub(super) fn glob_and_list(ctx: &mut Ctx) -> Result<()> {
 
 /// Bad input on a real kernel: each a single line on stderr and a non-zero exit.
 pub(super) fn bad_inputs(ctx: &mut Ctx) -> Result<()> {
-    let cases = [
-        ("hotprof --fn no_such_function_xyz", "not found"),
-        ("hotprof --fn do_nanosleep.cold", ".cold fragment"),
-        (
-            "hotprof --fn 'zzz_no_match_*'",
-            "no kernel function matches",
-        ),
-        ("hotprof --fn do_nanosleep --duration 2", "missing unit"),
-        ("hotprof --syscall no_such_syscall", "unknown syscall"),
-    ];
-    let script: Vec<String> = cases
+    let guest = ctx.run(&bad_inputs_script(BAD_INPUTS))?;
+    check_bad_inputs(&guest, BAD_INPUTS)
+}
+
+/// Bad inputs every kernel answers alike: the command, and what its one line must say.
+pub(super) const BAD_INPUTS: &[(&str, &str)] = &[
+    ("hotprof --fn no_such_function_xyz", "not found"),
+    ("hotprof --fn do_nanosleep.cold", ".cold fragment"),
+    (
+        "hotprof --fn 'zzz_no_match_*'",
+        "no kernel function matches",
+    ),
+    ("hotprof --fn do_nanosleep --duration 2", "missing unit"),
+    ("hotprof --syscall no_such_syscall", "unknown syscall"),
+];
+
+/// A script running each of `cases`, its stderr and exit code left in `/out/errN.txt` and
+/// `/out/rcN.txt` for [`check_bad_inputs`].
+pub(super) fn bad_inputs_script(cases: &[(&str, &str)]) -> String {
+    cases
         .iter()
         .enumerate()
-        .map(|(i, (command, _))| format!("{command} 2>/out/err{i}.txt; echo $? > /out/rc{i}.txt"))
-        .collect();
-    let guest = ctx.run(&script.join("; "))?;
+        .map(|(i, (command, _))| format!("{command} 2>/out/err{i}.txt; echo $? > /out/rc{i}.txt\n"))
+        .collect()
+}
+
+/// Each of `cases` exited non-zero with one line on stderr saying what it must, no panic.
+pub(super) fn check_bad_inputs(guest: &Guest, cases: &[(&str, &str)]) -> Result<()> {
     for (i, (command, expected)) in cases.iter().enumerate() {
         let stderr = fs::read_to_string(guest.outcome.out_dir.join(format!("err{i}.txt")))?;
         let rc = fs::read_to_string(guest.outcome.out_dir.join(format!("rc{i}.txt")))?;

@@ -5,7 +5,7 @@ use std::fs;
 
 use anyhow::{Context, Result, ensure};
 
-use super::harness::{Ctx, Fields, caller_rows, key_rows, log2_class_label};
+use super::harness::{Ctx, Fields, Report, caller_rows, key_rows, log2_class_label};
 
 /// `--by`: latency per key value, counted exactly. The caller of an entry-probed function
 /// is the same site in fentry and kprobe mode and takes every call; `--by arg2:log2` on
@@ -63,7 +63,6 @@ true
     );
 
     // Write sizes: each workload's full chunks, and its last short write, in their classes.
-    let mut expected: BTreeMap<String, u64> = BTreeMap::new();
     // Results in script order: the two caller runs', then this run's two.
     let runs: Vec<String> = guest
         .lines_containing("tmpfs_write: ")
@@ -74,43 +73,7 @@ true
         runs.len() == 6,
         "want six tmpfs_write results, got {runs:?}"
     );
-    for line in &runs[2..4] {
-        let fields = Fields::parse("tmpfs_write", line.trim_start_matches("tmpfs_write:"));
-        let (bytes, chunk, writes) = (
-            fields.u64("bytes")?,
-            fields.u64("chunk")?,
-            fields.u64("writes")?,
-        );
-        let (full, rest) = (bytes / chunk, bytes % chunk);
-        ensure!(
-            writes == full + u64::from(rest > 0),
-            "{line}: not the writes its sizes make"
-        );
-        *expected.entry(log2_class_label(chunk)).or_default() += full;
-        if rest > 0 {
-            *expected.entry(log2_class_label(rest)).or_default() += 1;
-        }
-    }
-    let report = guest.report("size.json")?;
-    ensure!(
-        report.json["by"] == serde_json::json!(["arg2:log2"]),
-        "by is {}",
-        report.json["by"]
-    );
-    let rows = key_rows(&report, "vfs_write")?;
-    for (class, want) in &expected {
-        let got = rows
-            .iter()
-            .find(|(key, _)| key.as_slice() == std::slice::from_ref(class))
-            .map_or(0, |row| row.1);
-        ensure!(
-            got == *want,
-            "arg2:log2 {class}: {got} calls, want {want} (rows {rows:?})"
-        );
-    }
-    let count = report.function("vfs_write")?.u64("count")?;
-    let keyed: u64 = rows.iter().map(|row| row.1).sum();
-    ensure!(keyed == count, "the key rows hold {keyed} of {count} calls");
+    check_size_classes(&guest.report("size.json")?, "vfs_write", &runs[2..4])?;
 
     // Too few key slots: the rest of the calls are a counted loss, never silently missing.
     let report = guest.report("few.json")?;
@@ -174,6 +137,50 @@ true
             "want one line saying {expected:?} and a failing exit, got {lines:?}"
         );
     }
+    Ok(())
+}
+
+/// `--by arg2:log2` on `function` (a write) against the `tmpfs_write:` result `lines` of the
+/// runs it recorded: each workload's full chunks, and its last short write, in their
+/// power-of-two classes exactly, and every call in some key row.
+pub(super) fn check_size_classes(report: &Report, function: &str, lines: &[String]) -> Result<()> {
+    let mut expected: BTreeMap<String, u64> = BTreeMap::new();
+    for line in lines {
+        let fields = Fields::parse("tmpfs_write", line.trim_start_matches("tmpfs_write:"));
+        let (bytes, chunk, writes) = (
+            fields.u64("bytes")?,
+            fields.u64("chunk")?,
+            fields.u64("writes")?,
+        );
+        let (full, rest) = (bytes / chunk, bytes % chunk);
+        ensure!(
+            writes == full + u64::from(rest > 0),
+            "{line}: not the writes its sizes make"
+        );
+        *expected.entry(log2_class_label(chunk)).or_default() += full;
+        if rest > 0 {
+            *expected.entry(log2_class_label(rest)).or_default() += 1;
+        }
+    }
+    ensure!(
+        report.json["by"] == serde_json::json!(["arg2:log2"]),
+        "by is {}",
+        report.json["by"]
+    );
+    let rows = key_rows(report, function)?;
+    for (class, want) in &expected {
+        let got = rows
+            .iter()
+            .find(|(key, _)| key.as_slice() == std::slice::from_ref(class))
+            .map_or(0, |row| row.1);
+        ensure!(
+            got == *want,
+            "arg2:log2 {class}: {got} calls, want {want} (rows {rows:?})"
+        );
+    }
+    let count = report.function(function)?.u64("count")?;
+    let keyed: u64 = rows.iter().map(|row| row.1).sum();
+    ensure!(keyed == count, "the key rows hold {keyed} of {count} calls");
     Ok(())
 }
 

@@ -5,32 +5,61 @@ use std::fs;
 
 use anyhow::{Context, Result, ensure};
 
-use super::harness::Ctx;
+use super::harness::{Ctx, Guest};
 
 /// Whatever ends hotprof — SIGINT, SIGTERM, SIGKILL, or its workload being killed — no
 /// hotprof program and no kprobe stays in the kernel, and the workload does not outlive it.
 /// `hotprof status` (which exits 1 while anything is loaded) is checked to see the probes
 /// while hotprof runs, so the "after" check cannot pass vacuously.
 pub(super) fn cleanup_on_signals(ctx: &mut Ctx) -> Result<()> {
-    let script = r#"
-start() {
-  hotprof --fn vfs_read --mode kprobe --no-calibrate -- sleeper 100000 10000 > /out/run.txt 2>&1 &
+    let cases = ["INT", "TERM", "KILL", "WORKLOAD"];
+    let guest = ctx.run(&signals_script("--fn vfs_read --mode kprobe", &cases))?;
+    check_signals(&guest, &cases)?;
+    ensure!(
+        guest.lines_containing("exit_WORKLOAD=137").len() == 1,
+        "a killed workload's status must be passed on (137)"
+    );
+    Ok(())
+}
+
+/// A script that starts `hotprof ARGS -- sleeper …` once per case and ends it: `INT`, `TERM`
+/// or `KILL` sends hotprof that signal, `WORKLOAD` kills its workload. Each case prints
+/// `during_CASE=`, `exit_CASE=`, `after_CASE=` and, if the workload outlived hotprof,
+/// `orphan_CASE` (see [`check_signals`]).
+pub(super) fn signals_script(args: &str, cases: &[&str]) -> String {
+    let mut script = format!(
+        r#"
+start() {{
+  hotprof {args} --no-calibrate -- sleeper 100000 10000 > /out/run.txt 2>&1 &
   pid=$!
   for i in $(seq 1 60); do grep -q attached /out/run.txt && break; sleep 1; done
   hotprof status > /dev/null; echo "during_$1=$?"
-}
-after() {
+}}
+after() {{
   for i in $(seq 1 10); do hotprof status > /out/after_$1.txt && break; sleep 1; done
   hotprof status > /dev/null; echo "after_$1=$?"
   if pidof sleeper > /dev/null; then echo "orphan_$1"; kill -9 $(pidof sleeper); fi
+}}
+"#
+    );
+    for case in cases {
+        let end = if *case == "WORKLOAD" {
+            "kill -9 $(pidof sleeper)".to_owned()
+        } else {
+            format!("kill -{case} $pid")
+        };
+        script.push_str(&format!(
+            "start {case}; {end}; wait $pid; echo \"exit_{case}=$?\"; after {case}\n"
+        ));
+    }
+    script
 }
-for sig in INT TERM KILL; do
-  start $sig; kill -$sig $pid; wait $pid; echo "exit_$sig=$?"; after $sig
-done
-start WORKLOAD; kill -9 $(pidof sleeper); wait $pid; echo "exit_WORKLOAD=$?"; after WORKLOAD
-"#;
-    let guest = ctx.run(script)?;
-    for case in ["INT", "TERM", "KILL", "WORKLOAD"] {
+
+/// Each case of [`signals_script`]: hotprof status saw the probes while hotprof ran (so the
+/// "after" check cannot pass vacuously), nothing was left once it ended, and the workload
+/// did not outlive it.
+pub(super) fn check_signals(guest: &Guest, cases: &[&str]) -> Result<()> {
+    for case in cases {
         ensure!(
             guest.lines_containing(&format!("during_{case}=1")).len() == 1,
             "{case}: hotprof status did not see the probes while hotprof ran"
@@ -44,10 +73,6 @@ start WORKLOAD; kill -9 $(pidof sleeper); wait $pid; echo "exit_WORKLOAD=$?"; af
             "{case}: the workload outlived hotprof"
         );
     }
-    ensure!(
-        guest.lines_containing("exit_WORKLOAD=137").len() == 1,
-        "a killed workload's status must be passed on (137)"
-    );
     Ok(())
 }
 

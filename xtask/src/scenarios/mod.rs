@@ -249,10 +249,17 @@ pub const SCENARIOS: &[Scenario] = &[
         run: raw_syscalls::raw_syscalls_exact,
     },
     Scenario {
-        name: "arm64_fentry_exact",
+        name: "arm64_exact_counts",
         arch: Arch::Aarch64,
-        kernels: &[Kernel::V6_12],
-        run: arm64::arm64_fentry_exact,
+        kernels: &[Kernel::V6_12, Kernel::V6_1, Kernel::V7],
+        run: arm64::arm64_exact_counts,
+    },
+    Scenario {
+        name: "arm64_keys_stacks_signals",
+        arch: Arch::Aarch64,
+        // fentry's trampoline frame (6.12) and perf kprobes (6.1, where fentry is refused).
+        kernels: &[Kernel::V6_12, Kernel::V6_1, Kernel::V7],
+        run: arm64::arm64_keys_stacks_signals,
     },
 ];
 
