@@ -11,6 +11,7 @@ mod arch;
 mod bench;
 mod build;
 mod dist;
+mod examples;
 mod fuzz;
 mod host;
 mod host_deb;

@@ -132,6 +132,12 @@ const HOST_CHECKS: &[HostCheck] = &[
         run: host::systemd_unit,
     },
     HostCheck {
+        name: "host_examples",
+        about: "every example of --help, the man pages and the docs that needs no kprobes runs \
+                as written (the rest: doc_examples)",
+        run: crate::examples::host_examples,
+    },
+    HostCheck {
         name: "host_deb",
         about: "cargo xtask dist's .deb: installs, works (exact getpid count), removes cleanly",
         run: host_deb::install_use_remove,

@@ -94,7 +94,7 @@ pub struct ProbeArgs {
     /// Also break each function's calls down by KEY, with a histogram per key value:
     /// argN or argN:log2 (N = 0..5), ret, errno, caller, cpu, pid, tid, comm, cgroup.
     /// Repeat or comma-separate to combine up to 3 (`--by arg2:log2,errno`).
-    /// Example: `hotprof --fn vfs_write --by arg2:log2 -- dd if=/dev/zero of=/dev/null bs=4k`.
+    /// Example: `hotprof --fn vfs_write --by arg2:log2 -- dd if=/dev/zero of=/dev/null bs=4k count=1000`.
     #[arg(long = "by", value_name = "KEY", value_delimiter = ',', value_parser = parse_by_field)]
     pub by: Vec<ByField>,
 

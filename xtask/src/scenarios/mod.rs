@@ -25,6 +25,7 @@ mod audit;
 mod auto_mode;
 mod callsite;
 mod cli;
+mod doc_examples;
 mod doctor;
 mod exact_counts;
 mod fallbacks;
@@ -247,6 +248,12 @@ pub const SCENARIOS: &[Scenario] = &[
         arch: Arch::X86_64,
         kernels: &[Kernel::V6_12, Kernel::V7, Kernel::V5_10],
         run: raw_syscalls::raw_syscalls_exact,
+    },
+    Scenario {
+        name: "doc_examples",
+        arch: Arch::X86_64,
+        kernels: &[Kernel::V6_12],
+        run: doc_examples::doc_examples_run,
     },
     Scenario {
         name: "arm64_exact_counts",

@@ -1,0 +1,25 @@
+//! The guest's part of the documented examples (`crate::examples`): every block that needs
+//! kprobes, in one 6.12 boot, with audit rules loaded as the `__audit_filter_op` examples say.
+
+use std::time::Duration;
+
+use anyhow::{Result, anyhow};
+
+use super::Ctx;
+use crate::arch::Arch;
+use crate::build::guest_bin_dir;
+use crate::examples::{all_blocks, check_output, script, select, unique};
+use crate::util::workspace_root;
+
+pub fn doc_examples_run(ctx: &mut Ctx) -> Result<()> {
+    let hotprof = guest_bin_dir(Arch::X86_64).join("hotprof");
+    let blocks = select(&unique(all_blocks(&hotprof, &workspace_root())?), true)?;
+    let script = format!(
+        "audit_rules enable && audit_rules add 3\n{}",
+        script(&blocks, "/tmp/examples")?
+    );
+    let guest = ctx.run_with_timeout(&script, Duration::from_secs(900))?;
+    let ran = check_output(&blocks, &guest.outcome.stdout).map_err(|err| anyhow!("{err}"))?;
+    println!("  guest: {ran} commands in {} blocks", blocks.len());
+    Ok(())
+}
