@@ -113,9 +113,12 @@ pub fn man_to_text(roff: &str) -> String {
 pub fn from_markdown(path: &str, text: &str) -> Vec<Block> {
     let mut blocks = Vec::new();
     let mut fence: Option<(usize, Vec<&str>)> = None;
+    let mut paragraph = Vec::new();
+    let mut paragraph_start = 0;
     for (index, line) in text.lines().enumerate() {
         let number = index + 1;
         if let Some(tag) = line.trim_start().strip_prefix("```") {
+            inline(path, &mut paragraph, &mut blocks);
             match fence.take() {
                 Some((start, lines)) => {
                     let commands = shell_commands(&lines);
@@ -137,20 +140,39 @@ pub fn from_markdown(path: &str, text: &str) -> Vec<Block> {
         }
         match &mut fence {
             Some((_, lines)) => lines.push(line),
+            None if line.trim().is_empty() => inline(path, &mut paragraph, &mut blocks),
             None => {
-                for span in backquoted(line) {
-                    if span.starts_with("sudo hotprof ") {
-                        blocks.push(Block {
-                            source: Source::Docs,
-                            origin: format!("{path}:{number}"),
-                            commands: vec![span.to_owned()],
-                        });
-                    }
+                if paragraph.is_empty() {
+                    paragraph_start = number;
                 }
+                paragraph.push((paragraph_start, line));
             }
         }
     }
+    inline(path, &mut paragraph, &mut blocks);
     blocks
+}
+
+/// The `` `sudo hotprof …` `` spans of a paragraph (its lines joined: a span may wrap).
+fn inline(path: &str, paragraph: &mut Vec<(usize, &str)>, blocks: &mut Vec<Block>) {
+    let Some(&(start, _)) = paragraph.first() else {
+        return;
+    };
+    let text = paragraph
+        .iter()
+        .map(|(_, line)| line.trim())
+        .collect::<Vec<_>>()
+        .join(" ");
+    paragraph.clear();
+    for span in backquoted(&text) {
+        if span.starts_with("sudo hotprof ") {
+            blocks.push(Block {
+                source: Source::Docs,
+                origin: format!("{path}:{start}"),
+                commands: vec![span.to_owned()],
+            });
+        }
+    }
 }
 
 /// How the first line of a fenced shell block starts.
@@ -257,9 +279,21 @@ pub const SUBSTITUTIONS: &[(&str, &str, &str)] = &[
         "a process that exists: a `sleep` the script starts",
     ),
     (
+        "hotprof compare a1.json,a2.json,a3.json b1.json,b2.json,b3.json",
+        "for s in a1 a2 a3; do cp base.json $s.json; done && \
+         for s in b1 b2 b3; do cp new.json $s.json; done && \
+         hotprof compare a1.json,a2.json,a3.json b1.json,b2.json,b3.json",
+        "interleaved recordings the example does not show: copies of its block's base and new",
+    ),
+    (
         "-- dd ...",
         "-- dd if=/dev/zero of=/dev/shm/x bs=4k count=1000",
         "`...`: the rest of a dd command line",
+    ),
+    (
+        "-- hdparm -T /dev/sda",
+        "-- dd if=big.file of=/dev/null bs=1M",
+        "no hdparm nor disk where the checks run: dd reads a cached file, as hdparm -T does",
     ),
     (
         "-- make",
@@ -359,14 +393,16 @@ pub fn plan(command: &str) -> Result<Step> {
     if words.starts_with(&["cargo".into(), "xtask".into()]) {
         return Ok(Step::Parse(words[2..].to_vec()));
     }
-    let mut shell = strip_comment(command).replace("sudo ", "");
-    if shell.starts_with("--") {
-        shell = FRAGMENT.replace("{}", &shell);
+    let mut literal = strip_comment(command).replace("sudo ", "");
+    if literal.starts_with("--") {
+        literal = FRAGMENT.replace("{}", &literal);
     }
+    let mut shell = literal.clone();
     for (from, to, _) in SUBSTITUTIONS {
         shell = shell.replace(from, to);
     }
-    let words = shell_words(&shell)?;
+    // What runs where is decided on the example as written.
+    let words = shell_words(&literal)?;
     let program = words.first().map(String::as_str);
     match program {
         Some("hotprof") => {}
@@ -440,10 +476,10 @@ pub fn needs_guest(block: &Block) -> Result<bool> {
 /// `@@ N.I RC` after the I-th command of block N; `wget` stands for `curl` where there is no
 /// curl (the guest's busybox).
 pub fn script(blocks: &[Block], root: &str) -> Result<String> {
-    let mut script = format!(
+    let mut script = String::from(
         "sleep 1000 & SLEEPER=$!\n\
-         command -v curl >/dev/null || curl() {{ wget -qO- \"$2\"; }}\n\
-         stop() {{ [ -n \"$BG\" ] && kill -INT $BG && wait $BG; echo \"@@ $BGID $?\"; BG=; }}\n"
+         command -v curl >/dev/null || curl() { wget -qO- \"$2\"; }\n\
+         stop() { [ -n \"$BG\" ] && kill -INT $BG && wait $BG; echo \"@@ $BGID $?\"; BG=; }\n",
     );
     for (n, block) in blocks.iter().enumerate() {
         script.push_str(&format!(
@@ -510,6 +546,7 @@ pub fn host_examples() -> Result<()> {
     println!("  {}", summary(&all)?);
     let blocks = unique(all);
     let mine = select(&blocks, false)?;
+    print_plan(&mine, "host")?;
     let dir = tempfile::tempdir()?;
     let script = script(&mine, &dir.path().display().to_string())?;
     let path = format!(
@@ -526,6 +563,21 @@ pub fn host_examples() -> Result<()> {
     let output = String::from_utf8_lossy(&out.stdout);
     let ran = check_output(&mine, &output).map_err(|err| anyhow::anyhow!("{err}\n{output}"))?;
     println!("  host: {ran} commands in {} blocks", mine.len());
+    Ok(())
+}
+
+/// One line per command of `blocks`: where it came from and where it runs.
+pub fn print_plan(blocks: &[Block], place: &str) -> Result<()> {
+    for block in blocks {
+        for command in &block.commands {
+            let what = match plan(command)? {
+                Step::Run { .. } => place,
+                Step::Parse(_) => "parsed",
+                Step::NotRun(_) => "not run",
+            };
+            println!("  [{what}] {}: {command}", block.origin);
+        }
+    }
     Ok(())
 }
 
@@ -673,7 +725,7 @@ Examples:
 
     #[test]
     fn markdown_blocks_prompts_and_inline() {
-        let md = "Run `sudo hotprof doctor` first, `hotprof serve` later.\n\
+        let md = "Run `sudo hotprof\ndoctor` first, `hotprof serve` later.\n\n\
                   ```\nsudo hotprof --fn a   # a comment\n  # more comment\nhotprof compare \\\n  a b\n```\n\
                   ```console\n$ cargo xtask vm -- 'hotprof list x'\noutput line\n```\n\
                   ```yaml\n- a: b\n```\n";
@@ -690,7 +742,7 @@ Examples:
                 vec!["cargo xtask vm -- 'hotprof list x'".to_owned()],
             ]
         );
-        assert_eq!(blocks[1].origin, "d.md:2");
+        assert_eq!(blocks[1].origin, "d.md:4");
     }
 
     #[test]
@@ -718,6 +770,31 @@ Examples:
         assert!(plan("rm -rf /").is_err());
         assert!(parses(&["vm".into(), "--".into(), "a b".into()]).is_ok());
         assert!(parses(&["vm".into(), "--no-such-flag".into()]).is_err());
+    }
+
+    #[test]
+    fn exit_codes_are_checked_per_command() {
+        let blocks = [Block {
+            source: Source::Docs,
+            origin: "d.md:1".into(),
+            commands: vec![
+                "hotprof compare a b --fail-if-slower 5".into(),
+                "cargo xtask test --list".into(),
+                "hotprof doctor".into(),
+            ],
+        }];
+        assert_eq!(check_output(&blocks, "x\n@@ 0.0 3\n@@ 0.2 0\n").unwrap(), 2);
+        let err = check_output(&blocks, "@@ 0.0 1\n").unwrap_err().to_string();
+        assert!(
+            err.contains("`hotprof compare a b --fail-if-slower 5` exited 1"),
+            "{err}"
+        );
+        assert!(err.contains("`hotprof doctor` did not finish"), "{err}");
+        let script = script(&blocks, "/r").unwrap();
+        assert!(
+            script.contains("hotprof doctor\necho \"@@ 0.2 $?\""),
+            "{script}"
+        );
     }
 
     #[test]

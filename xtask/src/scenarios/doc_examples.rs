@@ -1,5 +1,6 @@
 //! The guest's part of the documented examples (`crate::examples`): every block that needs
-//! kprobes, in one 6.12 boot, with audit rules loaded as the `__audit_filter_op` examples say.
+//! kprobes, in one 6.12 boot, with audit rules loaded as the `__audit_filter_op` examples say
+//! and the files a Debian system has that examples name (/dev/shm, /etc/passwd, the loopback interface).
 
 use std::time::Duration;
 
@@ -8,14 +9,16 @@ use anyhow::{Result, anyhow};
 use super::Ctx;
 use crate::arch::Arch;
 use crate::build::guest_bin_dir;
-use crate::examples::{all_blocks, check_output, script, select, unique};
+use crate::examples::{all_blocks, check_output, print_plan, script, select, unique};
 use crate::util::workspace_root;
 
 pub fn doc_examples_run(ctx: &mut Ctx) -> Result<()> {
     let hotprof = guest_bin_dir(Arch::X86_64).join("hotprof");
     let blocks = select(&unique(all_blocks(&hotprof, &workspace_root())?), true)?;
+    print_plan(&blocks, "guest")?;
     let script = format!(
-        "audit_rules enable && audit_rules add 3\n{}",
+        "audit_rules enable && audit_rules add 3\nip link set lo up && mkdir -p /dev/shm /etc\n\
+         [ -e /etc/passwd ] || echo root:x:0:0::/:/bin/sh > /etc/passwd\n{}",
         script(&blocks, "/tmp/examples")?
     );
     let guest = ctx.run_with_timeout(&script, Duration::from_secs(900))?;
