@@ -19,7 +19,7 @@ use anyhow::{Context, Result, ensure};
 use super::cli::{BAD_INPUTS, bad_inputs_script, check_bad_inputs};
 use super::doctor::{check_rows, expected_rows, row};
 use super::harness::{Ctx, Guest, caller_rows, write_copy_function};
-use super::keys_and_filters::check_size_classes;
+use super::keys_and_filters::{check_one_caller, check_size_classes, tmpfs_write_results};
 use super::kprobe_session::has_fsession;
 use super::lifecycle::{check_signals, signals_script};
 use crate::kernels::Kernel;
@@ -323,37 +323,16 @@ true
     let kprobe_mode = if can.links { "kprobe.multi" } else { "kprobe" };
 
     // The caller, in both modes: the same return address, every call.
-    let mut sites = Vec::new();
-    for (file, mode) in [
-        ("caller_auto.json", auto_mode),
-        ("caller_kprobe.json", kprobe_mode),
-    ] {
-        let report = guest.report(file)?;
-        ensure!(
-            report.json["mode"] == mode,
-            "{file}: mode {}, want {mode}",
-            report.json["mode"]
-        );
-        let calls = report.function("generic_perform_write")?.u64("count")?;
-        let callers = caller_rows(&report, "generic_perform_write")?;
-        let busiest = callers.first().context("no per-caller rows")?;
-        ensure!(
-            busiest.0.starts_with(&format!("{caller}+0x")) && busiest.1 == calls && calls > 0,
-            "{mode}: the caller of generic_perform_write is {busiest:?} of {calls} calls, want \
-             {caller}+0x… with all of them"
-        );
-        sites.push(busiest.0.clone());
-    }
-    ensure!(
-        sites[0] == sites[1],
-        "{auto_mode} and {kprobe_mode} name different return addresses: {sites:?}"
-    );
+    check_one_caller(
+        &guest,
+        [
+            ("caller_auto.json", auto_mode),
+            ("caller_kprobe.json", kprobe_mode),
+        ],
+        caller,
+    )?;
 
-    let results: Vec<String> = guest
-        .lines_containing("tmpfs_write: ")
-        .into_iter()
-        .filter(|line| line.starts_with("tmpfs_write: "))
-        .collect();
+    let results = tmpfs_write_results(&guest);
     ensure!(
         results.len() == 5,
         "want five tmpfs_write results, got {results:?}"

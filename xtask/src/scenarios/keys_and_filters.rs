@@ -5,7 +5,7 @@ use std::fs;
 
 use anyhow::{Context, Result, ensure};
 
-use super::harness::{Ctx, Fields, Report, caller_rows, key_rows, log2_class_label};
+use super::harness::{Ctx, Fields, Guest, Report, caller_rows, key_rows, log2_class_label};
 
 /// `--by`: latency per key value, counted exactly. The caller of an entry-probed function
 /// is the same site in fentry and kprobe mode and takes every call; `--by arg2:log2` on
@@ -35,40 +35,18 @@ true
     ))?;
     guest.expect_exit(0)?;
 
-    // The caller, in both modes: the same return address, every call.
-    let mut sites = Vec::new();
-    for (file, mode) in [
-        ("caller_auto.json", "fentry"),
-        ("caller_kprobe.json", "kprobe.multi"),
-    ] {
-        let report = guest.report(file)?;
-        ensure!(
-            report.json["mode"] == mode,
-            "{file}: mode {}, want {mode}",
-            report.json["mode"]
-        );
-        let calls = report.function("generic_perform_write")?.u64("count")?;
-        let callers = caller_rows(&report, "generic_perform_write")?;
-        let busiest = callers.first().context("no per-caller rows")?;
-        ensure!(
-            busiest.0.starts_with("shmem_file_write_iter+0x") && busiest.1 == calls && calls > 0,
-            "{mode}: the caller of generic_perform_write is {busiest:?} of {calls} calls, want \
-             shmem_file_write_iter+0x… with all of them"
-        );
-        sites.push(busiest.0.clone());
-    }
-    ensure!(
-        sites[0] == sites[1],
-        "fentry and kprobe name different return addresses: {sites:?}"
-    );
+    check_one_caller(
+        &guest,
+        [
+            ("caller_auto.json", "fentry"),
+            ("caller_kprobe.json", "kprobe.multi"),
+        ],
+        "shmem_file_write_iter",
+    )?;
 
     // Write sizes: each workload's full chunks, and its last short write, in their classes.
     // Results in script order: the two caller runs', then this run's two.
-    let runs: Vec<String> = guest
-        .lines_containing("tmpfs_write: ")
-        .into_iter()
-        .filter(|line| line.starts_with("tmpfs_write: "))
-        .collect();
+    let runs = tmpfs_write_results(&guest);
     ensure!(
         runs.len() == 6,
         "want six tmpfs_write results, got {runs:?}"
@@ -143,6 +121,45 @@ true
 /// `--by arg2:log2` on `function` (a write) against the `tmpfs_write:` result `lines` of the
 /// runs it recorded: each workload's full chunks, and its last short write, in their
 /// power-of-two classes exactly, and every call in some key row.
+/// `--by caller` of `generic_perform_write` in the two runs `(file, mode)`: each ran in its
+/// mode and names `caller+0x…` for every call, and both name the same return address.
+pub(super) fn check_one_caller(guest: &Guest, runs: [(&str, &str); 2], caller: &str) -> Result<()> {
+    let mut sites = Vec::new();
+    for (file, mode) in runs {
+        let report = guest.report(file)?;
+        ensure!(
+            report.json["mode"] == mode,
+            "{file}: mode {}, want {mode}",
+            report.json["mode"]
+        );
+        let calls = report.function("generic_perform_write")?.u64("count")?;
+        let callers = caller_rows(&report, "generic_perform_write")?;
+        let busiest = callers.first().context("no per-caller rows")?;
+        ensure!(
+            busiest.0.starts_with(&format!("{caller}+0x")) && busiest.1 == calls && calls > 0,
+            "{mode}: the caller of generic_perform_write is {busiest:?} of {calls} calls, want \
+             {caller}+0x… with all of them"
+        );
+        sites.push(busiest.0.clone());
+    }
+    ensure!(
+        sites[0] == sites[1],
+        "{} and {} name different return addresses: {sites:?}",
+        runs[0].1,
+        runs[1].1
+    );
+    Ok(())
+}
+
+/// The `tmpfs_write:` result lines, in the script's order.
+pub(super) fn tmpfs_write_results(guest: &Guest) -> Vec<String> {
+    guest
+        .lines_containing("tmpfs_write: ")
+        .into_iter()
+        .filter(|line| line.starts_with("tmpfs_write: "))
+        .collect()
+}
+
 pub(super) fn check_size_classes(report: &Report, function: &str, lines: &[String]) -> Result<()> {
     let mut expected: BTreeMap<String, u64> = BTreeMap::new();
     for line in lines {
