@@ -88,9 +88,11 @@ impl Snapshot {
         self.counters[counter as usize]
     }
 
-    /// kprobe.session calls entered and not yet returned (0 in other modes): they have no
-    /// frames for the collector's `open_frames` to find. Entries less returns (the one slot's timed calls
-    /// and those below `--min-latency`).
+    /// Session-program calls (kprobe.session, fsession) entered and not yet returned (0 in
+    /// other modes): they have no frames for the collector's `open_frames` to find. Entries
+    /// less returns (the one slot's timed calls and those below `--min-latency`); a call whose
+    /// return run the kernel skipped (BPF recursion, also in the kernel-missed count) stays
+    /// in it, as nothing tells it from one still running.
     pub fn session_calls(&self) -> u64 {
         let returned = self
             .functions
