@@ -133,8 +133,9 @@ pub enum ModeArg {
 /// `--syscall-mode`: the values of [`SyscallMode`], as the command line spells them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum SyscallModeArg {
-    /// raw for a run limited to a command or --pid (every syscall's x86-64 number known),
-    /// tracepoint system-wide, where every other syscall would pay raw's number check.
+    /// raw for a run limited to a command or --pid (every syscall's number known), tracepoint
+    /// system-wide, where every other syscall would pay raw's number check, and on Linux 7.0+,
+    /// where raw's programs can be preempted and lose calls.
     Auto,
     /// syscalls:sys_enter_NAME/sys_exit_NAME (4.7+): only the traced syscalls run a program.
     Tracepoint,

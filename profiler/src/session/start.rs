@@ -139,13 +139,17 @@ pub(super) fn attach(spec: &SessionSpec, filter: &Filters) -> anyhow::Result<Att
     // hash-map store, a task gone in between left its entry, counted in flight, forever).
     attach::attach_tracking(&mut ebpf, task_store, spec.off_cpu, follow)?;
     let mode = if targets.is_empty() {
-        attach::attach_syscalls_in(
+        let (mode, note) = attach::attach_syscalls_in(
             &mut ebpf,
             probe.targets.syscalls(),
             tracefs.as_deref().unwrap_or(std::path::Path::new("")),
             probe.syscall_mode,
             follow || !probe.filter.pids.is_empty(),
-        )?
+        )?;
+        if let Some(note) = note {
+            eprintln!("hotprof: note: {note}");
+        }
+        mode
     } else {
         if probe.mode == Mode::Kprobe && !attach::kprobes_available() {
             return Err(attach::AttachError::NoKprobes {

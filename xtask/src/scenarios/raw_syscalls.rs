@@ -9,8 +9,11 @@ use crate::kernels::Kernel;
 
 /// Exact counts in raw mode: `syscall_lat N` is exactly N getpids (its ~70 other syscalls,
 /// which pass through the same programs, are not counted), in the mode auto picks for a
-/// command's run and when forced, while tracepoint mode is still there when asked for (and
-/// is auto's pick system-wide); two syscalls at once keyed
+/// command's run before 7.0 and when forced, while tracepoint mode is still there when asked
+/// for (and is auto's pick system-wide, and on 7.x: there raw runs are preemptible, and
+/// four `dd bs=1` beside the workload make raw mode lose calls, counted as the kernel's
+/// misses, while auto loses none; forced raw says so, and a call it lost must be one the
+/// kernel counted as missed); two syscalls at once keyed
 /// by `--by errno,arg2` (an error return and a syscall argument read from pt_regs) give
 /// the same rows as the perf tracepoints, the found and missing opens exactly; `--filter`
 /// keeps exactly the failed opens and counts the rest; `--comm` that matches nothing counts
@@ -21,6 +24,24 @@ pub(super) fn raw_syscalls_exact(ctx: &mut Ctx) -> Result<()> {
     const FOUND: u64 = 120;
     const MISSING: u64 = 45;
     const SLEEPS: u64 = 10;
+    // Each of the four busy `dd`s makes two syscalls a byte.
+    const BUSY_BYTES: u64 = 300_000;
+    let preemptible = raw_runs_preemptible(ctx.kernel());
+    // `--comm syscall_lat-0`: its calls alone (its thread's name), not sh's or the dds'.
+    let busy = if preemptible {
+        let busy = format!(
+            "sh -c 'for i in 1 2 3 4; do dd if=/dev/zero of=/dev/null bs=1 count={BUSY_BYTES} \
+             2>/dev/null & done; syscall_lat {CALLS}; wait'"
+        );
+        format!(
+            "hotprof --syscall getpid --comm syscall_lat-0 --no-calibrate --json /out/busy_auto.json \
+             -- {busy} || exit 1\n\
+             hotprof --syscall getpid --syscall-mode raw --comm syscall_lat-0 --no-calibrate \
+             --json /out/busy_raw.json -- {busy} || exit 1"
+        )
+    } else {
+        String::new()
+    };
     let guest = ctx.run(&format!(
         r#"
 hotprof --syscall getpid --no-calibrate --json /out/auto.json -- syscall_lat {CALLS} || exit 1
@@ -35,6 +56,7 @@ hotprof --syscall getpid --syscall-mode raw --comm no_such_comm --no-calibrate -
 hotprof --syscall clock_nanosleep --syscall-mode raw --off-cpu --no-calibrate --json /out/sleep.json -- sleeper {SLEEPS} 2000 || exit 1
 hotprof --syscall getpid --duration 1s --no-calibrate --json /out/wide.json > /dev/null || exit 1
 hotprof --syscall getpid --syscall-mode raw --stacks --folded /out/raw.folded --no-calibrate -- syscall_lat 2000 || exit 1
+{busy}
 true
 "#
     ))?;
@@ -43,6 +65,21 @@ true
         Kernel::V5_10 => "hash_map",
         _ => "task_storage",
     };
+    // A forced raw run's calls on 7.x: exact, but for those the kernel says it skipped.
+    let slack = |report: &Report| -> u64 {
+        let missed = report.json["losses"]["kernel_missed"].as_u64().unwrap_or(0);
+        if preemptible && report.json["mode"] == "raw_syscall" {
+            missed
+        } else {
+            0
+        }
+    };
+    let near = |got: u64, want: u64, slack: u64| got <= want && got + slack >= want;
+    let auto_mode = if preemptible {
+        "syscall"
+    } else {
+        "raw_syscall"
+    };
     // Auto mode: raw for a run limited to a command, the perf tracepoints system-wide.
     let wide = guest.report("wide.json")?;
     ensure!(
@@ -50,11 +87,15 @@ true
         "a system-wide run is in mode {}, want syscall",
         wide.json["mode"]
     );
-    for (file, mode) in [
-        ("auto.json", "raw_syscall"),
+    let mut files = vec![
+        ("auto.json", auto_mode),
         ("raw.json", "raw_syscall"),
         ("tp.json", "syscall"),
-    ] {
+    ];
+    if preemptible {
+        files.push(("busy_auto.json", auto_mode));
+    }
+    for (file, mode) in files {
         let report = guest.report(file)?;
         ensure!(
             report.json["mode"] == mode && report.json["task_store"] == store,
@@ -63,16 +104,36 @@ true
             report.json["task_store"]
         );
         let count = report.function("getpid")?.u64("count")?;
+        let slack = slack(&report);
         ensure!(
-            count == CALLS,
-            "{file}: {count} getpid calls, want exactly {CALLS}"
+            near(count, CALLS, slack),
+            "{file}: {count} getpid calls, want exactly {CALLS} (less at most the kernel's \
+             {slack} missed runs)"
         );
         ensure!(
-            report.json["losses"]
-                .as_object()
-                .is_none_or(|losses| losses.values().all(|v| v.as_u64() == Some(0))),
+            report.json["losses"].as_object().is_none_or(|losses| {
+                losses.iter().all(|(loss, v)| {
+                    v.as_u64() == Some(0) || (loss == "kernel_missed" && slack > 0)
+                })
+            }),
             "{file}: losses {}",
             report.json["losses"]
+        );
+    }
+    if preemptible {
+        let notes = guest.lines_containing("the raw tracepoints' programs can be preempted");
+        // raw.json, open_raw, filter, comm, sleep, the stacks and busy_raw.
+        ensure!(
+            notes.len() == 7,
+            "each of the 7 forced raw runs must say its calls can be lost on 7.x: {notes:?}"
+        );
+        let busy = guest.report("busy_raw.json")?;
+        let count = busy.function("getpid")?.u64("count")?;
+        let missed = busy.json["losses"]["kernel_missed"].as_u64().unwrap_or(0);
+        ensure!(
+            busy.json["mode"] == "raw_syscall" && missed > 0 && near(count, CALLS, missed),
+            "raw mode beside four busy dds: {count} getpid calls, {missed} runs missed by the \
+             kernel; want misses (why auto avoids it on 7.x) covering any call lost"
         );
     }
     let raw = guest.report("raw.json")?;
@@ -87,8 +148,11 @@ true
     // tracepoints', and the opens are exact (the C runtime's own open of /proc/self/maps
     // at start-up is the extra successful one).
     let mut keyed = Vec::new();
+    let mut lost = 0;
     for file in ["open_raw.json", "open_tracepoint.json"] {
         let report = guest.report(file)?;
+        let slack = slack(&report);
+        lost += slack;
         let mut rows = key_rows(&report, "openat")?;
         rows.sort();
         let calls = |errno: &str| -> u64 {
@@ -98,7 +162,9 @@ true
                 .sum()
         };
         ensure!(
-            (calls("ok"), calls("ENOENT")) == (FOUND + 1, MISSING),
+            near(calls("ok") + calls("ENOENT"), FOUND + 1 + MISSING, slack)
+                && calls("ok") <= FOUND + 1
+                && calls("ENOENT") <= MISSING,
             "{file}: {} ok and {} ENOENT opens, want {} and {MISSING} (rows {rows:?})",
             calls("ok"),
             calls("ENOENT"),
@@ -112,7 +178,7 @@ true
         keyed.push(rows);
     }
     ensure!(
-        keyed[0] == keyed[1],
+        lost > 0 || keyed[0] == keyed[1],
         "raw and tracepoint modes key the opens differently: raw {:?}, tracepoint {:?}",
         keyed[0],
         keyed[1]
@@ -120,10 +186,12 @@ true
 
     let filtered = guest.report("filter.json")?;
     let kept = filtered.function("openat")?.u64("count")?;
-    let not_matched = filtered.json["filter"]["not_matched"].as_u64();
+    let not_matched = filtered.json["filter"]["not_matched"].as_u64().unwrap_or(0);
     ensure!(
-        kept == MISSING && not_matched == Some(FOUND + 1),
-        "--filter errno==ENOENT kept {kept} opens and left {not_matched:?}, want {MISSING} and {}",
+        near(kept + not_matched, MISSING + FOUND + 1, slack(&filtered))
+            && kept <= MISSING
+            && not_matched <= FOUND + 1,
+        "--filter errno==ENOENT kept {kept} opens and left {not_matched}, want {MISSING} and {}",
         FOUND + 1
     );
 
@@ -133,16 +201,17 @@ true
         .u64("count")?;
     ensure!(comm == 0, "--comm no_such_comm counted {comm} getpid calls");
 
-    let sleep = guest.report("sleep.json")?.function("clock_nanosleep")?;
+    let sleep_report = guest.report("sleep.json")?;
+    let sleep = sleep_report.function("clock_nanosleep")?;
     let sleeps = sleep.u64("count")?;
     ensure!(
-        sleeps == SLEEPS,
+        near(sleeps, SLEEPS, slack(&sleep_report)) && sleeps > 0,
         "counted {sleeps} clock_nanosleep calls, want exactly {SLEEPS}"
     );
     let (wall, on_cpu) = (sleep.f64("sum_ns")?, sleep.f64("on_cpu_sum_ns")?);
     // Off CPU at least for the time the sleeps asked for (TCG's timers add on-CPU time to
     // each sleep, up to a third of the wall time on 7.x, so the on-CPU share is not bounded).
-    let asked = SLEEPS as f64 * 2e6;
+    let asked = sleeps as f64 * 2e6;
     ensure!(
         on_cpu > 0.0 && wall - on_cpu >= asked,
         "--off-cpu: on-CPU {on_cpu} ns of wall {wall} ns, want at least {asked} ns off CPU"
@@ -163,6 +232,12 @@ true
     }
     ensure!(stacked > 0, "--stacks folded no stack: {folded}");
     Ok(())
+}
+
+/// Whether `kernel` runs the raw tracepoints' programs preemptibly, so that forced raw mode
+/// can lose calls (Linux 7.0+: `RawRuns` in profiler/src/attach/syscalls.rs).
+pub(super) fn raw_runs_preemptible(kernel: Kernel) -> bool {
+    matches!(kernel, Kernel::V7 | Kernel::V7Rt)
 }
 
 /// How many slowest calls the report's getpid entry keeps.

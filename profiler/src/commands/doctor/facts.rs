@@ -148,14 +148,6 @@ pub fn parse_mounts(mounts: &str, fstype: &str) -> Vec<String> {
         .collect()
 }
 
-/// `(major, minor)` of a kernel release (`6.12.48+deb12-cloud-amd64` → `(6, 12)`).
-pub fn kernel_version(release: &str) -> Option<(u32, u32)> {
-    let mut parts = release.split(['.', '-', '+']);
-    let major = parts.next()?.parse().ok()?;
-    let minor = parts.next()?.parse().ok()?;
-    Some((major, minor))
-}
-
 /// An error line without an empty verifier log at its end (aya's `… (os error 1). Verifier
 /// output: ` when the kernel refused before verifying).
 pub fn tidy_reason(text: &str) -> String {
@@ -232,14 +224,5 @@ mod tests {
         );
         let with_log = "returned Invalid argument (os error 22). Verifier output: R1 invalid";
         assert_eq!(tidy_reason(with_log), with_log);
-    }
-
-    #[test]
-    fn kernel_versions_parse_from_distribution_releases() {
-        assert_eq!(kernel_version("6.12.48+deb12-cloud-amd64"), Some((6, 12)));
-        assert_eq!(kernel_version("5.10.0-35-cloud-amd64"), Some((5, 10)));
-        assert_eq!(kernel_version("7.2.13+deb14-cloud-amd64"), Some((7, 2)));
-        assert_eq!(kernel_version("6.18.44-fc-v669"), Some((6, 18)));
-        assert_eq!(kernel_version("unknown"), None);
     }
 }

@@ -3,7 +3,6 @@
 
 use super::facts::{
     CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, CAP_SYSLOG, Facts, Kallsyms, Lockdown, Tried,
-    kernel_version,
 };
 use crate::model::TaskStore;
 
@@ -165,7 +164,7 @@ fn tried_status(tried: &Tried) -> Status {
 }
 
 fn kernel(facts: &Facts) -> Row {
-    let (status, found) = match kernel_version(&facts.release) {
+    let (status, found) = match crate::sys::uname::version(&facts.release) {
         Some(version) if version >= (5, 10) => (Status::Yes, facts.release.clone()),
         Some(_) => (
             Status::Partial,
