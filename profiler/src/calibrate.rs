@@ -181,10 +181,17 @@ impl Calibration {
         )
     }
 
-    /// The overhead, or `None` after printing the note saying why it was not measured.
+    /// The overhead, or `None` after printing the note saying why it was not measured. A
+    /// signal that interrupted it is noted again: it was meant for the run (`serve` calibrates
+    /// as it starts, and a SIGINT then used to leave it serving).
     pub fn measure_or_note(&self) -> Option<Overhead> {
         self.measure()
-            .map_err(|reason| eprintln!("hotprof: note: probe overhead not calibrated: {reason}"))
+            .map_err(|reason| {
+                eprintln!("hotprof: note: probe overhead not calibrated: {reason}");
+                if let CalibrationError::Attach(AttachError::Interrupted { signal, .. }) = reason {
+                    attach::AttachSignals::renote(signal);
+                }
+            })
             .ok()
     }
 }

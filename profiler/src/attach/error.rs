@@ -91,11 +91,13 @@ pub enum AttachError {
         reason: Reason,
     },
     #[error(
-        "interrupted by {signal} while attaching, after {progress}; every probe attached so \
-         far was detached"
+        "interrupted by {} while attaching, after {progress}; every probe attached so far \
+         was detached",
+        crate::sys::signal::name(*.signal)
     )]
     Interrupted {
-        signal: &'static str,
+        /// The signal's number (SIGINT or SIGTERM).
+        signal: libc::c_int,
         /// How far attaching got: `312 of 1000 kprobes`.
         progress: String,
     },

@@ -67,13 +67,24 @@ impl AttachSignals {
         }
     }
 
+    /// Notes `signal` again: a step reported it but gave up only its own part (calibrating
+    /// while `serve` starts), so the run's loop must still see it and stop. With no
+    /// [`AttachSignals`] alive it is raised, for the handler in place.
+    pub fn renote(signal: libc::c_int) {
+        if DEPTH.load(Ordering::SeqCst) > 0 {
+            RECEIVED.store(signal, Ordering::SeqCst);
+        } else {
+            signal::raise(signal);
+        }
+    }
+
     /// At a stage of the run (`progress` words it: "reading the kernel's symbols"): the
     /// error to stop with if a signal came. The signal counts as reported.
     pub fn check_at(progress: impl FnOnce() -> String) -> Result<(), AttachError> {
         match RECEIVED.swap(0, Ordering::SeqCst) {
             0 => Ok(()),
             signal => Err(AttachError::Interrupted {
-                signal: signal_name(signal),
+                signal,
                 progress: progress(),
             }),
         }
@@ -94,15 +105,6 @@ impl Drop for AttachSignals {
             // hotprof's catching.
             signal::raise(unreported);
         }
-    }
-}
-
-/// `SIGINT`, `SIGTERM`.
-fn signal_name(signal: i32) -> &'static str {
-    match signal {
-        libc::SIGINT => "SIGINT",
-        libc::SIGTERM => "SIGTERM",
-        _ => "a signal",
     }
 }
 
@@ -130,6 +132,13 @@ mod tests {
         assert!(signal::raise(libc::SIGINT));
         assert_eq!(AttachSignals::take(), Some(libc::SIGINT));
         assert_eq!(AttachSignals::take(), None);
+        // A step that reported it but only gave up its own part puts it back for the loop.
+        assert!(signal::raise(libc::SIGTERM));
+        let Err(AttachError::Interrupted { signal, .. }) = AttachSignals::check("x", 0, 1) else {
+            panic!("the signal was not reported");
+        };
+        AttachSignals::renote(signal);
+        assert_eq!(AttachSignals::take(), Some(libc::SIGTERM));
         drop(nested);
         drop(caught);
         let _caught = AttachSignals::catch();

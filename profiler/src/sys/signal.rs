@@ -39,3 +39,12 @@ pub fn raise(signal: libc::c_int) -> bool {
     // then runs as for any signal.
     unsafe { libc::raise(signal) == 0 }
 }
+
+/// `SIGINT`, `SIGTERM` (the two hotprof catches); another is "a signal".
+pub fn name(signal: libc::c_int) -> &'static str {
+    match signal {
+        libc::SIGINT => "SIGINT",
+        libc::SIGTERM => "SIGTERM",
+        _ => "a signal",
+    }
+}
