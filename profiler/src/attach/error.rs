@@ -5,6 +5,8 @@ use std::fmt;
 
 use profiler_common::{FENTRY_SLOTS, KPROBE_SLOTS, SYSCALL_SLOTS};
 
+use super::btf::KernelBtfError;
+
 /// Why probes could not be attached.
 ///
 /// A variant with a [`Reason`] words only its own part (`fentry cannot attach to vfs_read`);
@@ -37,7 +39,7 @@ pub enum AttachError {
     TooManyForFentry { requested: usize },
     /// `--mode fsession` refused: the kernel's reason, or a run that needs frames.
     #[error(transparent)]
-    Fsession(#[from] super::fsession::FsessionRefused),
+    Fsession(#[from] FsessionRefused),
     #[error("kprobe cannot attach to {function}")]
     Kprobe {
         function: String,
@@ -254,6 +256,38 @@ pub(super) mod testing {
     /// The error hotprof prints: the error and its sources joined with ": " (`{:#}`).
     pub fn printed(error: AttachError) -> String {
         format!("{:#}", anyhow::Error::new(error))
+    }
+}
+
+/// Why the fsession program was not used (the fentry/fexit pair is tried next).
+#[derive(Debug, thiserror::Error)]
+pub enum FsessionRefused {
+    /// A kernel before 7.0: not worth a note.
+    #[error("this kernel has no fsession (Linux 7.0): no BPF_TRACE_FSESSION in its BTF")]
+    NoAttachType,
+    #[error("fsession needs the kernel's BTF: {0}")]
+    NoBtf(#[source] KernelBtfError),
+    /// The object loaded for this run has no fsession program (the 5.10 one).
+    #[error("this run's eBPF object has no fsession program")]
+    NoProgram,
+    #[error("fsession cannot attach to {function}: {reason}")]
+    Refused { function: String, reason: Reason },
+    /// `--mode fsession` for a run that needs frames.
+    #[error(
+        "fsession mode times one function with none of --by, --filter, --stacks, --slowest, \
+         --off-cpu, --children or sample's --inside (they need a frame per call): use --mode fentry"
+    )]
+    NeedsFrames,
+}
+
+impl FsessionRefused {
+    /// Whether this is only a kernel without fsession (before 7.0), without BTF (which fentry
+    /// needs as well) or an object without the program, not a failure to report.
+    pub fn is_expected(&self) -> bool {
+        !matches!(
+            self,
+            FsessionRefused::Refused { .. } | FsessionRefused::NeedsFrames
+        )
     }
 }
 

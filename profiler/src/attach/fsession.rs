@@ -12,8 +12,8 @@
 
 use aya::{Ebpf, programs::FEntry};
 
-use super::btf::{KernelBtfError, kernel_btf};
-use super::error::{Reason, one_line};
+use super::btf::kernel_btf;
+use super::error::{FsessionRefused, Reason, one_line};
 use super::session_link::kfunc_ids;
 use crate::resolve::Target;
 
@@ -29,38 +29,6 @@ pub enum FentryAttach {
     Fsession,
     /// An fentry/fexit pair per function, each call in a frame (`--no-fsession`).
     Pairs,
-}
-
-/// Why the fsession program was not used (the fentry/fexit pair is tried next).
-#[derive(Debug, thiserror::Error)]
-pub enum FsessionRefused {
-    /// A kernel before 7.0: not worth a note.
-    #[error("this kernel has no fsession (Linux 7.0): no BPF_TRACE_FSESSION in its BTF")]
-    NoAttachType,
-    #[error("fsession needs the kernel's BTF: {0}")]
-    NoBtf(#[source] KernelBtfError),
-    /// The object loaded for this run has no fsession program (the 5.10 one).
-    #[error("this run's eBPF object has no {FSESSION_PROGRAM} program")]
-    NoProgram,
-    #[error("fsession cannot attach to {function}: {reason}")]
-    Refused { function: String, reason: Reason },
-    /// `--mode fsession` for a run that needs frames.
-    #[error(
-        "fsession mode times one function with none of --by, --filter, --stacks, --slowest, \
-         --off-cpu, --children or sample's --inside (they need a frame per call): use --mode fentry"
-    )]
-    NeedsFrames,
-}
-
-impl FsessionRefused {
-    /// Whether this is only a kernel without fsession (before 7.0), without BTF (which fentry
-    /// needs as well) or an object without the program, not a failure to report.
-    pub fn is_expected(&self) -> bool {
-        !matches!(
-            self,
-            FsessionRefused::Refused { .. } | FsessionRefused::NeedsFrames
-        )
-    }
 }
 
 /// Attaches `target`, the run's one function (slot 0), with the fsession program. On failure

@@ -4,10 +4,9 @@
 
 use aya::Ebpf;
 
-use super::error::one_line;
-use super::error::{AttachError, Reason};
+use super::error::{AttachError, FsessionRefused, Reason, one_line};
 use super::fentry::{attach_fentry, detach_fentry};
-use super::fsession::{FentryAttach, FsessionRefused, attach_fsession, detach_fsession};
+use super::fsession::{FentryAttach, attach_fsession, detach_fsession};
 use super::interrupt::AttachSignals;
 use super::kprobe::{AttachedKprobes, attach_kprobes};
 use super::links::KprobeLinks;
