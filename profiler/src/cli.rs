@@ -4,7 +4,7 @@
 use clap::{CommandFactory as _, Parser, Subcommand};
 
 use crate::commands::{
-    LONG_VERSION, compare, completions, diff_flame, doctor, flamegraph, list, man, record,
+    LONG_VERSION, compare, completions, diff_flame, doctor, flamegraph, heatmap, list, man, record,
     record::RecordArgs, sample, serve, status,
 };
 
@@ -36,6 +36,9 @@ pub enum Command {
     DiffFlame(diff_flame::DiffFlameArgs),
     /// Flame graph SVG of a folded-stacks file (`--folded`, or any other tool's).
     Flamegraph(flamegraph::FlamegraphArgs),
+    /// Latency heatmap SVG (time across, latency up, colour = calls) of a recording made with
+    /// `--interval`.
+    Heatmap(heatmap::HeatmapArgs),
     /// Check what this machine supports: one row per kernel feature, privilege and setting
     /// hotprof depends on, each tried where possible; exit 1 when hotprof cannot work here.
     Doctor(doctor::DoctorArgs),
@@ -68,6 +71,7 @@ impl Cli {
             Some(Command::Completions(args)) => completions::run(&args, Cli::command()),
             Some(Command::Man(args)) => man::run(&args, Cli::command()),
             Some(Command::Flamegraph(args)) => flamegraph::run(&args),
+            Some(Command::Heatmap(args)) => heatmap::run(&args),
             None => record::run(self.record).await,
         }
     }

@@ -82,6 +82,23 @@ fn argument_errors_need_no_privileges() {
             &["--fn", "vfs_read", "--syscall", "getpid"],
             "cannot be combined",
         ),
+        (
+            &[
+                "--syscall",
+                "getpid",
+                "--heatmap",
+                "h.svg",
+                "--runs",
+                "2",
+                "--",
+                "true",
+            ],
+            "--heatmap draws one measurement over time",
+        ),
+        (
+            &["heatmap", "/nonexistent/r.json", "-o", "h.svg"],
+            "cannot read /nonexistent/r.json",
+        ),
         (&["--fn", "vfs_read", "-p", "0"], "--pid"),
         (&["--fn", "vfs_read", "-p", "4000000000"], "no process"),
         (

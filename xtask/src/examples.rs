@@ -418,6 +418,7 @@ pub fn plan(command: &str) -> Result<Step> {
         "compare",
         "diff-flame",
         "flamegraph",
+        "heatmap",
         "doctor",
         "status",
     ]

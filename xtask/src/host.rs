@@ -8,13 +8,13 @@ use anyhow::{Context, Result, ensure};
 
 use crate::util::{cargo, run, target_dir};
 
-fn binaries() -> Result<(PathBuf, PathBuf)> {
+pub(crate) fn binaries() -> Result<(PathBuf, PathBuf)> {
     run(cargo().args(["build", "-p", "profiler", "-p", "workloads"]))?;
     let dir = target_dir().join("debug");
     Ok((dir.join("hotprof"), dir.join("syscall_lat")))
 }
 
-fn output(command: &mut Command) -> Result<Output> {
+pub(crate) fn output(command: &mut Command) -> Result<Output> {
     command
         .output()
         .with_context(|| format!("cannot run {command:?}"))

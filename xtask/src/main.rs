@@ -15,6 +15,7 @@ mod examples;
 mod fuzz;
 mod host;
 mod host_deb;
+mod host_heatmap;
 mod initramfs;
 mod kernels;
 mod scenarios;

@@ -112,6 +112,12 @@ const HOST_CHECKS: &[HostCheck] = &[
         run: host::syscall_flamegraph_leaves,
     },
     HostCheck {
+        name: "host_heatmap",
+        about: "--heatmap of 1 ms then 20 ms sleeps: each mode's calls exactly in its rows and \
+                columns, the SVG carries every call, `hotprof heatmap` redraws it from the JSON",
+        run: crate::host_heatmap::heatmap_modes,
+    },
+    HostCheck {
         name: "host_list_agrees",
         about: "hotprof list's fentry column says what doctor's fentry try found",
         run: host::list_agrees_with_doctor,

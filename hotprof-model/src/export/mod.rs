@@ -1,5 +1,6 @@
 //! Exports of recordings for other tools and for people: Prometheus metrics
-//! ([`prometheus`]), pprof profiles ([`pprof`]) and a self-contained HTML report ([`html`]).
+//! ([`prometheus`]), pprof profiles ([`pprof`]), a self-contained HTML report ([`html`]) and
+//! latency heatmaps ([`heatmap`]).
 //! The report's charts are drawn by `chart`, and `escape` makes recorded text safe in both.
 //! Per-function breakdowns (call sites, `--by` key values) are bounded the same way in the
 //! report and the metrics (`BREAKDOWN_ROWS`).
@@ -10,6 +11,7 @@
 
 mod chart;
 mod escape;
+pub mod heatmap;
 pub mod html;
 pub mod pprof;
 pub mod prometheus;

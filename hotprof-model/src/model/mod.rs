@@ -2,6 +2,7 @@
 
 mod bias;
 mod filter;
+mod heat;
 mod histogram;
 mod keys;
 mod merge;
@@ -12,6 +13,7 @@ mod totals;
 
 pub use bias::{not_subtracted, without_bias};
 pub use filter::{FilterError, FilterExpr};
+pub use heat::{heat_buckets, heat_row};
 pub use histogram::Histogram;
 pub use keys::{ByError, ByField, KeySpec, errno_name};
 pub use merge::{distinct_values, mean_probe_bias, mean_probe_overhead};

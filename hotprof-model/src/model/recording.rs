@@ -55,9 +55,10 @@ pub struct Recording {
     /// merged). Empty for a single run.
     #[serde(default)]
     pub runs: Vec<RunRecord>,
-    /// With `--interval`: one compact record per interval report, in order. Kept small (no
-    /// buckets) because a long `--interval` run holds them all in memory until it writes
-    /// the file: about 100 bytes per interval and function.
+    /// With `--interval`: one compact record per interval report, in order. Kept small
+    /// (quarter-power-of-two heatmap rows, not the histogram's buckets) because a long
+    /// `--interval` run holds them all in memory until it writes the file: about 200 bytes
+    /// per interval and function.
     #[serde(default)]
     pub intervals: Vec<IntervalRecord>,
 }
@@ -136,6 +137,11 @@ pub struct IntervalFunction {
     pub p50_ns: u64,
     pub p99_ns: u64,
     pub max_ns: u64,
+    /// This interval's calls by latency, a row per quarter of a power of two
+    /// (`[lower_ns, upper_ns, count]`, upper inclusive, non-empty rows ascending): a latency
+    /// heatmap's column. Empty in recordings written before heatmaps existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub heat_buckets: Vec<[u64; 3]>,
 }
 
 /// One of several runs of the same workload (`--runs N`).

@@ -5,7 +5,7 @@ mod text;
 mod titles;
 
 pub use text::{render_function, render_losses, render_map_entries, render_recording};
-pub use titles::flamegraph_titles;
+pub use titles::{flamegraph_titles, heatmap_title};
 
 use std::path::Path;
 

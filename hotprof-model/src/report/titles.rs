@@ -1,4 +1,4 @@
-//! The titles a recording's flamegraph carries.
+//! The titles a recording's flamegraph and heatmap carry.
 
 use crate::flame::Weight;
 use crate::model::Recording;
@@ -39,6 +39,21 @@ pub fn flamegraph_titles(recording: &Recording, weight: Weight) -> (String, Stri
         summary.join("; ")
     );
     (title, subtitle)
+}
+
+/// Title of a recording's latency heatmap: the functions, mode and kernel.
+pub fn heatmap_title(recording: &Recording) -> String {
+    let names: Vec<&str> = recording
+        .functions
+        .iter()
+        .map(|f| f.name.as_str())
+        .collect();
+    format!(
+        "hotprof: latency of {} over time ({} mode, kernel {})",
+        names.join(", "),
+        recording.mode,
+        recording.kernel
+    )
 }
 
 #[cfg(test)]

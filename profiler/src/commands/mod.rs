@@ -8,6 +8,7 @@ pub mod completions;
 pub mod diff_flame;
 pub mod doctor;
 pub mod flamegraph;
+pub mod heatmap;
 pub mod list;
 pub mod man;
 pub mod record;

@@ -108,6 +108,13 @@ pub struct RecordArgs {
     #[arg(long, value_name = "FILE.html")]
     pub html: Option<PathBuf>,
 
+    /// Write a latency heatmap SVG: time across, latency up (log scale), colour = calls.
+    /// A column per --interval report, else a silent snapshot every 100 ms (kept in --json's
+    /// intervals too, for `hotprof heatmap`).
+    /// Example: `hotprof --syscall read --heatmap read.svg -- dd if=/dev/zero of=/dev/null count=200000`.
+    #[arg(long, value_name = "FILE.svg")]
+    pub heatmap: Option<PathBuf>,
+
     /// What a stack's width means in --flamegraph/--folded.
     #[arg(long, value_enum, default_value_t = StackWeight::Latency)]
     pub weight: StackWeight,
@@ -194,9 +201,15 @@ pub enum Schedule {
     Once,
     /// `--runs N` (N > 1): the workload N times, each run's figures kept, then the total.
     Runs(u32),
-    /// `--interval`: a report every interval (each starting afresh), then the total.
-    Every(Duration),
+    /// `--interval`: a report every interval (each starting afresh), then the total; or,
+    /// for `--heatmap` alone, [`HEATMAP_COLUMN`]'s silent snapshots (the heatmap's columns).
+    Every { period: Duration, printed: bool },
 }
+
+/// How often a `--heatmap` run without `--interval` snapshots the histograms: fine enough to
+/// show a stall of a few hundred milliseconds, and a map read per 100 ms costs the probed
+/// calls nothing (the interval records' `report_cpu_ns` says what it costs hotprof).
+pub const HEATMAP_COLUMN: Duration = Duration::from_millis(100);
 
 impl Schedule {
     /// How many times the workload is run.
@@ -205,6 +218,11 @@ impl Schedule {
             Self::Runs(n) => n,
             _ => 1,
         }
+    }
+
+    /// Whether reports of parts (runs, intervals) come before the total.
+    fn prints_parts(self) -> bool {
+        !matches!(self, Self::Once | Self::Every { printed: false, .. })
     }
 }
 
@@ -215,6 +233,7 @@ pub struct Outputs {
     pub folded: Option<PathBuf>,
     pub pprof: Option<PathBuf>,
     pub html: Option<PathBuf>,
+    pub heatmap: Option<PathBuf>,
     pub weight: StackWeight,
     /// `--subtract-bias`: the text and HTML reports without the calibrated bias.
     pub subtract_bias: bool,
@@ -228,9 +247,16 @@ impl RecordArgs {
         let filters = session::validate(&session).map_err(worded)?;
         check_options(self)?;
         session::check_system(&self.command)?;
-        let schedule = match (self.runs, self.interval) {
-            (2.., _) => Schedule::Runs(self.runs),
-            (_, Some(interval)) => Schedule::Every(interval),
+        let schedule = match (self.runs, self.interval, &self.heatmap) {
+            (2.., _, _) => Schedule::Runs(self.runs),
+            (_, Some(period), _) => Schedule::Every {
+                period,
+                printed: true,
+            },
+            (_, None, Some(_)) => Schedule::Every {
+                period: HEATMAP_COLUMN,
+                printed: false,
+            },
             _ => Schedule::Once,
         };
         Ok(RecordPlan {
@@ -244,6 +270,7 @@ impl RecordArgs {
                 folded: self.folded.clone(),
                 pprof: self.pprof.clone(),
                 html: self.html.clone(),
+                heatmap: self.heatmap.clone(),
                 weight: self.weight,
                 subtract_bias: self.subtract_bias,
             },
@@ -260,12 +287,16 @@ fn check_options(args: &RecordArgs) -> anyhow::Result<()> {
     if args.runs > 1 && args.interval.is_some() {
         bail!("--runs and --interval cannot be combined");
     }
+    if args.runs > 1 && args.heatmap.is_some() {
+        bail!("--heatmap draws one measurement over time: it cannot be combined with --runs");
+    }
     for (option, path) in [
         ("--json", &args.json),
         ("--flamegraph", &args.flamegraph),
         ("--folded", &args.folded),
         ("--pprof", &args.pprof),
         ("--html", &args.html),
+        ("--heatmap", &args.heatmap),
     ] {
         if let Some(path) = path {
             check_writable(option, path)?;
@@ -426,7 +457,7 @@ fn outputs(
     maps: &crate::flame::SavedMaps,
 ) -> anyhow::Result<()> {
     let outputs = &plan.outputs;
-    if plan.schedule != Schedule::Once {
+    if plan.schedule.prints_parts() {
         println!(
             "--- total{}",
             if plan.schedule.runs() > 1 {
@@ -466,6 +497,13 @@ fn outputs(
     if let Some(path) = &outputs.json {
         report::write_json(recording, path)?;
         eprintln!("hotprof: wrote {}", path.display());
+    }
+    if let Some(path) = &outputs.heatmap {
+        super::heatmap::write(
+            &recording.intervals,
+            &report::heatmap_title(recording),
+            path,
+        )?;
     }
     Ok(())
 }
@@ -606,8 +644,68 @@ fn interval_record(
                 p50_ns: f.p50_ns,
                 p99_ns: f.p99_ns,
                 max_ns: f.max_ns,
+                heat_buckets: crate::model::heat_buckets(&f.buckets),
             })
             .collect(),
+    }
+}
+
+/// Interval reports in the making: each takes a snapshot, turns what changed since the
+/// previous one into a recording, prints it (`--interval`) and keeps its compact record.
+struct IntervalReports {
+    previous: Snapshot,
+    /// When `previous` was taken, from the start of measuring.
+    previous_at: Duration,
+    /// The last report's number (1, 2, …).
+    index: u64,
+    /// The nominal interval (the recordings' duration until they are measured).
+    period: Duration,
+    printed: bool,
+}
+
+impl IntervalReports {
+    fn take(
+        &mut self,
+        run: &mut Run,
+        plan: &RecordPlan,
+        started: Instant,
+    ) -> anyhow::Result<IntervalRecord> {
+        self.index += 1;
+        let woke_at = started.elapsed();
+        let cpu_at = clock::thread_cpu_time();
+        let now = run.snapshot()?;
+        let elapsed = started.elapsed();
+        // Counted by the probes as they create entries: no walk of the map per report.
+        let stack_entries = (plan.session.stacks != StackCapture::None)
+            .then(|| now.counter(profiler_common::Counter::StackEntries));
+        let recording = run.recording(&now.since(&self.previous), self.period);
+        if self.printed {
+            println!(
+                "--- interval {} ({} elapsed)",
+                self.index,
+                crate::units::format_ns(elapsed.as_nanos() as f64)
+            );
+            let shown = displayed(&recording, plan.outputs.subtract_bias);
+            print!("{}", report::render_recording(&shown));
+            println!(
+                "{}",
+                report::render_map_entries(now.task_entries, stack_entries)
+            );
+        }
+        let mut record = interval_record(
+            self.index,
+            elapsed,
+            elapsed - self.previous_at,
+            now.task_entries,
+            stack_entries,
+            &recording,
+        );
+        record.report_ns = Some((started.elapsed() - woke_at).as_nanos() as u64);
+        record.report_cpu_ns =
+            Some((clock::thread_cpu_time().saturating_sub(cpu_at)).as_nanos() as u64);
+        self.previous = now;
+        self.previous_at = elapsed;
+        Ok(record)
     }
 }
 
@@ -623,9 +721,9 @@ async fn measure(
     let spec = &plan.session;
     let command = &spec.command;
     let user_stacks = spec.stacks == StackCapture::KernelAndUser;
-    let interval = match plan.schedule {
-        Schedule::Every(interval) => Some(interval),
-        _ => None,
+    let (interval, printed) = match plan.schedule {
+        Schedule::Every { period, printed } => (Some(period), printed),
+        _ => (None, false),
     };
     let mut workload = run.follow(command, &spec.probe.filter.pids)?;
     let started = Instant::now();
@@ -653,9 +751,13 @@ async fn measure(
     let mut progress_ticker = deadline
         .filter(|_| !workload.is_some() && progress.is_enabled())
         .map(|_| tokio::time::interval(Duration::from_millis(250)));
-    let mut previous = since.clone();
-    let mut previous_at = Duration::ZERO;
-    let mut interval_index = 0u64;
+    let mut reports = IntervalReports {
+        previous: since.clone(),
+        previous_at: Duration::ZERO,
+        index: 0,
+        period: interval.unwrap_or_default(),
+        printed,
+    };
     let mut outcome = RunOutcome {
         exit_code: 0,
         elapsed: Duration::ZERO,
@@ -682,31 +784,9 @@ async fn measure(
                 run.poll_maps(maps);
             }
             _ = async { ticker.as_mut().unwrap().tick().await }, if ticker.is_some() => {
-                interval_index += 1;
                 progress.clear();
-                let woke_at = started.elapsed();
-                let cpu_at = clock::thread_cpu_time();
-                let now = run.snapshot()?;
-                let elapsed = started.elapsed();
-                // Counted by the probes as they create entries: no walk of the map per report.
-                let stack_entries = (spec.stacks != StackCapture::None).then(|| now.counter(profiler_common::Counter::StackEntries));
-                let recording = run.recording(&now.since(&previous), interval.unwrap_or_default());
-                println!("--- interval {interval_index} ({} elapsed)", crate::units::format_ns(elapsed.as_nanos() as f64));
-                print!("{}", report::render_recording(&displayed(&recording, plan.outputs.subtract_bias)));
-                println!("{}", report::render_map_entries(now.task_entries, stack_entries));
-                let mut record = interval_record(
-                    interval_index,
-                    elapsed,
-                    elapsed - previous_at,
-                    now.task_entries,
-                    stack_entries,
-                    &recording,
-                );
-                record.report_ns = Some((started.elapsed() - woke_at).as_nanos() as u64);
-                record.report_cpu_ns = Some((clock::thread_cpu_time().saturating_sub(cpu_at)).as_nanos() as u64);
+                let record = reports.take(run, plan, started)?;
                 outcome.intervals.push(record);
-                previous = now;
-                previous_at = elapsed;
             }
             _ = async { progress_ticker.as_mut().unwrap().tick().await }, if progress_ticker.is_some() => {
                 progress.waiting(started.elapsed(), plan.duration.unwrap_or_default());
@@ -714,6 +794,13 @@ async fn measure(
         }
     }
     progress.clear();
+    // A heatmap's last column: the calls since the last tick, which would otherwise be in the
+    // total only (a run shorter than one column has only this one).
+    if plan.outputs.heatmap.is_some() {
+        reports.printed = false;
+        let record = reports.take(run, plan, started)?;
+        outcome.intervals.push(record);
+    }
     outcome.elapsed = started.elapsed();
     // Stopped by a signal or the deadline: the workload was told to stop; reap it so it is
     // not left behind (killed if it ignores the request).
