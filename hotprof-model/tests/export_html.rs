@@ -391,3 +391,48 @@ fn chromium_netlog_catches_a_page_that_fetches() {
         shot.page_requests
     );
 }
+
+/// The heatmap's palette (`export::heatmap`: light yellow to dark red): red well above blue.
+fn heat_colored(r: i32, g: i32, b: i32) -> bool {
+    r > 170 && r - b > 70 && g < 245
+}
+
+/// The heatmap's busiest cells, `#bd0026` and its neighbours on the scale.
+fn hottest(r: i32, g: i32, b: i32) -> bool {
+    (170..=215).contains(&r) && g < 50 && b < 70
+}
+
+#[test]
+fn chromium_renders_the_heatmap_panel() {
+    let Some(browser) = chromium() else { return };
+    // A real `--interval 100ms` recording: 1 ms sleeps, a burst of getpids, 20 ms sleeps.
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/heatmap/two_modes.json");
+    let recording =
+        hotprof_model::model::parse_recording(&std::fs::read(&fixture).unwrap(), "two_modes.json")
+            .unwrap();
+    let mut without = recording.clone();
+    without.intervals.clear();
+    let page = render_recording(&recording, None);
+    assert_self_contained(&page);
+    assert!(page.contains("<h2>Latency over time</h2>"));
+    assert!(!render_recording(&without, None).contains("Latency over time"));
+
+    let with = screenshot(&browser, "recording-heatmap", &page, 3_200);
+    let plain = screenshot(
+        &browser,
+        "recording-noheatmap",
+        &render_recording(&without, None),
+        3_200,
+    );
+    let (heat, none) = (with.count(heat_colored), plain.count(heat_colored));
+    let hot = with.count(hottest);
+    eprintln!("heat-coloured pixels: {heat} with intervals, {none} without; {hot} of the hottest");
+    assert!(
+        heat > 10_000,
+        "heatmap not painted: {heat} heat-coloured pixels"
+    );
+    assert!(none < 1_000, "heat colours without intervals: {none}");
+    // The getpid burst's busiest cells are drawn in the top of the scale.
+    assert!(hot > 200, "the busiest cells are missing: {hot} pixels");
+}

@@ -22,6 +22,9 @@ pub struct HeatmapOptions {
     pub title: String,
     /// Width of the whole image in pixels.
     pub width: u32,
+    /// An SVG file (with its XML namespace), or `false` for SVG inline in an HTML page,
+    /// whose parser gives the namespace (and whose self-containment check allows no URL).
+    pub standalone: bool,
 }
 
 impl Default for HeatmapOptions {
@@ -29,6 +32,7 @@ impl Default for HeatmapOptions {
         Self {
             title: "hotprof latency heatmap".into(),
             width: 1000,
+            standalone: true,
         }
     }
 }
@@ -112,10 +116,15 @@ pub fn render(
     draw_legend(&mut body, max_calls, top);
 
     let mut svg = String::new();
+    let namespace = if options.standalone {
+        " xmlns=\"http://www.w3.org/2000/svg\""
+    } else {
+        ""
+    };
     let _ = writeln!(
         svg,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width:.0}\" height=\"{height:.0}\" \
-         viewBox=\"0 0 {width:.0} {height:.0}\" font-family=\"Verdana, sans-serif\" font-size=\"11\">"
+        "<svg{namespace} width=\"{width:.0}\" height=\"{height:.0}\" viewBox=\"0 0 {width:.0} \
+         {height:.0}\" font-family=\"Verdana, sans-serif\" font-size=\"11\">"
     );
     let _ = writeln!(svg, "<title>{}</title>", escape(&options.title));
     let _ = writeln!(

@@ -1,6 +1,6 @@
 //! The page of one recording ([`render_recording`]): run metadata, the percentile table, a
-//! latency chart per function (with its per-call-site and `--by` tables), losses, per-run
-//! figures and the embedded flamegraph.
+//! latency chart per function (with its per-call-site and `--by` tables), the latency heatmap
+//! of its intervals, losses, per-run figures and the embedded flamegraph.
 
 use std::fmt::Write as _;
 
@@ -10,6 +10,7 @@ use super::{
 };
 use crate::export::chart::{self, Series};
 use crate::export::escape::escape;
+use crate::export::heatmap::{self, HeatmapOptions};
 use crate::export::{BREAKDOWN_ROWS, key_fields};
 use crate::model::{FunctionRecord, Recording};
 
@@ -112,6 +113,8 @@ pub fn render_recording(recording: &Recording, flamegraph: Option<&[u8]>) -> Str
         body.push_str(&slowest_table(function, &fields));
     }
 
+    body.push_str(&heatmap_section(recording));
+
     body.push_str("<h2>Losses</h2>\n<p class=\"note\">Everything the probes could not time (see docs/json-schema.md).</p>\n");
     body.push_str(&losses_table(&[("calls", recording)]));
     body.push('\n');
@@ -164,6 +167,24 @@ pub fn render_recording(recording: &Recording, flamegraph: Option<&[u8]>) -> Str
         body.push_str(&flamegraph_section(svg));
     }
     page(&title, &body)
+}
+
+/// The latency heatmap of the recording's intervals (`--interval`, `--heatmap`), inline;
+/// nothing for a recording without them.
+fn heatmap_section(recording: &Recording) -> String {
+    let options = HeatmapOptions {
+        title: "Latency over time".into(),
+        width: 1100,
+        standalone: false,
+    };
+    match heatmap::render(&recording.intervals, &options) {
+        Ok(svg) => format!(
+            "<h2>Latency over time</h2>\n<p class=\"note\">A column per interval, a row per \
+             quarter of a power of two of latency; colour = calls per cell, log scale (hover a \
+             cell for its figures).</p>\n{svg}"
+        ),
+        Err(_) => String::new(),
+    }
 }
 
 /// The per-call-site table of `function` (call-site mode; empty without callers).
