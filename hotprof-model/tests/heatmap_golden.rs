@@ -26,6 +26,7 @@ fn two_modes_heatmap_matches_its_golden_file() {
     let recording = parse_recording(&data, "two_modes.json").unwrap();
     let options = HeatmapOptions {
         title: heatmap_title(&recording),
+        key_names: recording.by.clone(),
         ..HeatmapOptions::default()
     };
     let svg = render(&recording.intervals, &options).unwrap();

@@ -17,7 +17,8 @@ const LONG_ROW_NS: u64 = 1 << 24;
 /// every interval's rows hold exactly its calls, the intervals lie end to end, the 20 ms row
 /// and above hold exactly the 20 long sleeps, all of them in columns after the last short
 /// one, the SVG's cells carry every call, `hotprof heatmap` redraws the same bytes from the
-/// JSON, and a recording without intervals is one line saying how to get one.
+/// JSON, and a recording without intervals is one line saying how to get one. With
+/// `--by comm` over a sleeper and a `sleep`, each comm has its panel with exactly its calls.
 pub fn heatmap_modes() -> Result<()> {
     let (hotprof, _) = binaries()?;
     let sleeper = hotprof.with_file_name("sleeper");
@@ -144,9 +145,37 @@ pub fn heatmap_modes() -> Result<()> {
         "hotprof heatmap of a recording without intervals: exit {:?}, {stderr:?}",
         refused.status.code()
     );
+    // With --by: a panel per key value holding exactly its calls.
+    let keyed = dir.path().join("keyed.svg");
+    let out = output(
+        Command::new(&hotprof)
+            .args(["--syscall", "clock_nanosleep", "--by", "comm", "--heatmap"])
+            .arg(&keyed)
+            .args(["--", "sh", "-c"])
+            .arg(format!(
+                "{} {SHORT_SLEEPS} 1000 & sleep 0.3; wait",
+                sleeper.display()
+            )),
+    )?;
+    ensure!(
+        out.status.success(),
+        "hotprof --by comm --heatmap failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let picture = std::fs::read_to_string(&keyed)?;
+    for (comm, calls) in [("sleeper", SHORT_SLEEPS), ("sleep", 1)] {
+        let heading = format!(
+            "clock_nanosleep, comm={comm} <tspan font-weight=\"normal\">({calls} calls in "
+        );
+        ensure!(
+            picture.contains(&heading),
+            "the --by comm heatmap has no panel `{heading}…`"
+        );
+    }
     println!(
         "  {} columns: {SHORT_SLEEPS} sleeps of 1 ms, then {LONG_SLEEPS} of 20 ms in the rows \
-         from {} ms, every call in its column and the SVG; `hotprof heatmap` redraws it",
+         from {} ms, every call in its column and the SVG; `hotprof heatmap` redraws it; \
+         --by comm: a panel per comm, exact",
         columns.len(),
         LONG_ROW_NS as f64 / 1e6
     );

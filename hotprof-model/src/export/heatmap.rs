@@ -12,7 +12,7 @@
 use std::fmt::Write as _;
 
 use super::escape::escape;
-use crate::model::IntervalRecord;
+use crate::model::{IntervalRecord, OTHER_KEY};
 use crate::units::format_ns;
 
 /// What to draw.
@@ -22,6 +22,8 @@ pub struct HeatmapOptions {
     pub title: String,
     /// Width of the whole image in pixels.
     pub width: u32,
+    /// The recording's `--by` fields (`Recording::by`), naming each key value's panel.
+    pub key_names: Vec<String>,
     /// An SVG file (with its XML namespace), or `false` for SVG inline in an HTML page,
     /// whose parser gives the namespace (and whose self-containment check allows no URL).
     pub standalone: bool,
@@ -32,6 +34,7 @@ impl Default for HeatmapOptions {
         Self {
             title: "hotprof latency heatmap".into(),
             width: 1000,
+            key_names: Vec::new(),
             standalone: true,
         }
     }
@@ -63,13 +66,62 @@ const ROW_HEIGHT: (f64, f64) = (4.0, 14.0);
 const COLD: (f64, f64, f64) = (255.0, 237.0, 160.0);
 const HOT: (f64, f64, f64) = (189.0, 0.0, 38.0);
 
-/// One function's cells: `(column, row's lower ns, row's upper ns, calls)`.
-struct Panel<'a> {
-    name: &'a str,
+/// Key values drawn in panels of their own per function (`--by`); the rest share one.
+const KEY_PANELS: usize = 8;
+
+/// One panel: a function, or one of its `--by` key values (or the rest of them).
+struct Panel {
+    name: String,
     calls: u64,
+    /// `(column, row's lower ns, row's upper ns, calls)`, one per occupied cell.
     cells: Vec<(usize, u64, u64, u64)>,
     /// Every row from the fastest to the slowest occupied one, ascending, gaps included.
     rows: Vec<(u64, u64)>,
+}
+
+impl Panel {
+    /// A panel of the rows `rows_of` picks from each interval (`None`: nothing there).
+    fn new<'i>(
+        name: String,
+        intervals: &'i [IntervalRecord],
+        rows_of: impl Fn(&'i IntervalRecord) -> Vec<(u64, &'i [[u64; 3]])>,
+    ) -> Self {
+        let mut calls = 0u64;
+        // Several keys' rows (the rest of the values) merge per cell.
+        let mut cells = std::collections::BTreeMap::<(u64, usize), (u64, u64)>::new();
+        for (column, interval) in intervals.iter().enumerate() {
+            for (count, rows) in rows_of(interval) {
+                calls = calls.saturating_add(count);
+                for &[lower, upper, n] in rows.iter().filter(|r| r[2] > 0) {
+                    let cell = cells.entry((lower, column)).or_insert((upper, 0));
+                    cell.1 = cell.1.saturating_add(n);
+                }
+            }
+        }
+        let mut rows = Vec::new();
+        let fastest = cells.keys().next().map(|k| k.0);
+        let slowest = cells.keys().next_back().map(|k| k.0);
+        if let (Some(fastest), Some(slowest)) = (fastest, slowest) {
+            let mut row = crate::model::heat_row(fastest);
+            loop {
+                rows.push(row);
+                if row.0 >= slowest || row.1 == u64::MAX {
+                    break;
+                }
+                row = crate::model::heat_row(row.1 + 1);
+            }
+        }
+        let cells = cells
+            .into_iter()
+            .map(|((lower, column), (upper, n))| (column, lower, upper, n))
+            .collect();
+        Panel {
+            name,
+            calls,
+            cells,
+            rows,
+        }
+    }
 }
 
 /// The heatmap of a recording's interval records (`Recording::intervals`) as an SVG document.
@@ -80,7 +132,7 @@ pub fn render(
     if intervals.is_empty() {
         return Err(HeatmapError::NoIntervals);
     }
-    let panels = panels(intervals);
+    let panels = panels(intervals, &options.key_names);
     if panels.iter().all(|p| p.cells.is_empty()) {
         let any_calls = intervals
             .iter()
@@ -139,56 +191,99 @@ pub fn render(
     Ok(svg)
 }
 
-/// Each function's cells, in the order of the interval records' functions.
-fn panels(intervals: &[IntervalRecord]) -> Vec<Panel<'_>> {
+/// The panels, in the order of the interval records' functions: one per function, or with
+/// `--by` one per key value among its [`KEY_PANELS`] busiest over the run, then one for the
+/// rest.
+fn panels(intervals: &[IntervalRecord], key_names: &[String]) -> Vec<Panel> {
     let functions = intervals
         .iter()
         .map(|i| i.functions.len())
         .max()
         .unwrap_or(0);
-    (0..functions)
-        .map(|f| {
-            let mut panel = Panel {
-                name: intervals
-                    .iter()
-                    .find_map(|i| i.functions.get(f))
-                    .map_or("", |function| function.name.as_str()),
-                calls: 0,
-                cells: Vec::new(),
-                rows: Vec::new(),
-            };
-            for (column, interval) in intervals.iter().enumerate() {
-                let Some(function) = interval.functions.get(f) else {
-                    continue;
-                };
-                panel.calls = panel.calls.saturating_add(function.count);
-                for &[lower, upper, calls] in &function.heat_buckets {
-                    if calls > 0 {
-                        panel.cells.push((column, lower, upper, calls));
-                    }
-                }
+    let mut panels = Vec::new();
+    for f in 0..functions {
+        let name = intervals
+            .iter()
+            .find_map(|i| i.functions.get(f))
+            .map_or(String::new(), |function| function.name.clone());
+        let mut totals = std::collections::BTreeMap::<&[String], u64>::new();
+        for function in intervals.iter().filter_map(|i| i.functions.get(f)) {
+            for key in &function.keys {
+                *totals.entry(&key.key).or_default() += key.count;
             }
-            let fastest = panel.cells.iter().map(|c| c.1).min();
-            let slowest = panel.cells.iter().map(|c| c.1).max();
-            if let (Some(fastest), Some(slowest)) = (fastest, slowest) {
-                let mut row = crate::model::heat_row(fastest);
-                loop {
-                    panel.rows.push(row);
-                    if row.0 >= slowest || row.1 == u64::MAX {
-                        break;
-                    }
-                    row = crate::model::heat_row(row.1 + 1);
-                }
-            }
-            panel
+        }
+        if totals.is_empty() {
+            panels.push(Panel::new(name, intervals, |interval| {
+                interval
+                    .functions
+                    .get(f)
+                    .map(|function| (function.count, function.heat_buckets.as_slice()))
+                    .into_iter()
+                    .collect()
+            }));
+            continue;
+        }
+        let is_other = |key: &[String]| key.iter().all(|v| v == OTHER_KEY);
+        let mut ranked: Vec<(&[String], u64)> = totals
+            .into_iter()
+            .filter(|(key, _)| !is_other(key))
+            .collect();
+        ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        let shown: Vec<&[String]> = ranked.iter().take(KEY_PANELS).map(|k| k.0).collect();
+        for key in &shown {
+            let label = key_label(key, key_names);
+            panels.push(Panel::new(
+                format!("{name}, {label}"),
+                intervals,
+                |interval| key_rows(interval, f, |k| k == *key),
+            ));
+        }
+        let rest = Panel::new(format!("{name}, other key values"), intervals, |interval| {
+            key_rows(interval, f, |k| !shown.contains(&k))
+        });
+        if rest.calls > 0 {
+            panels.push(rest);
+        }
+    }
+    panels
+}
+
+/// The `(calls, rows)` of function `f`'s key values in `interval` that `wanted` picks.
+fn key_rows(
+    interval: &IntervalRecord,
+    f: usize,
+    wanted: impl Fn(&[String]) -> bool,
+) -> Vec<(u64, &[[u64; 3]])> {
+    interval
+        .functions
+        .get(f)
+        .map(|function| {
+            function
+                .keys
+                .iter()
+                .filter(|key| wanted(&key.key))
+                .map(|key| (key.count, key.heat_buckets.as_slice()))
+                .collect()
         })
-        .collect()
+        .unwrap_or_default()
+}
+
+/// `comm=dd errno=ok`: each field's name (`key<i>` where the recording names none) and value.
+fn key_label(key: &[String], key_names: &[String]) -> String {
+    key.iter()
+        .enumerate()
+        .map(|(i, value)| match key_names.get(i) {
+            Some(name) => format!("{name}={value}"),
+            None => format!("key{i}={value}"),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Draws one panel from `top`; returns where the next one starts.
 fn draw_panel(
     out: &mut String,
-    panel: &Panel<'_>,
+    panel: &Panel,
     intervals: &[IntervalRecord],
     top: f64,
     x: &dyn Fn(u64) -> f64,
@@ -200,7 +295,7 @@ fn draw_panel(
         "<text x=\"{LEFT:.1}\" y=\"{:.1}\" font-size=\"13\" font-weight=\"bold\">{} \
          <tspan font-weight=\"normal\">({} calls in {} intervals)</tspan></text>",
         top + 15.0,
-        escape(panel.name),
+        escape(&panel.name),
         panel.calls,
         intervals.len()
     );
@@ -393,6 +488,43 @@ mod tests {
             colour(1000, 1000)
         )));
         assert!(svg.contains(">1000</text>"));
+    }
+
+    #[test]
+    fn key_values_get_panels_of_their_own_and_the_rest_one() {
+        let keyed = |index: u64, keys: Vec<(&str, u64)>| {
+            let mut record = interval(index, vec![]);
+            let function = &mut record.functions[0];
+            function.keys = keys
+                .into_iter()
+                .map(|(value, count)| crate::model::IntervalKey {
+                    key: vec![value.to_string()],
+                    count,
+                    heat_buckets: vec![[256, 319, count]],
+                })
+                .collect();
+            function.count = function.keys.iter().map(|k| k.count).sum();
+            function.heat_buckets = vec![[256, 319, function.count]];
+            record
+        };
+        let mut busy: Vec<(String, u64)> = (0..10).map(|i| (format!("t{i}"), 100 - i)).collect();
+        busy.push((OTHER_KEY.to_string(), 3));
+        let first = keyed(1, busy.iter().map(|(k, n)| (k.as_str(), *n)).collect());
+        let second = keyed(2, vec![("t9", 50), ("t0", 1)]);
+        let options = HeatmapOptions {
+            key_names: vec!["comm".into()],
+            ..HeatmapOptions::default()
+        };
+        let svg = render(&[first, second], &options).unwrap();
+        // t9 has 91 + 50 calls over the run: among the eight busiest, before t0 (100 + 1).
+        assert!(svg.contains("vfs_read, comm=t9 <tspan font-weight=\"normal\">(141 calls"));
+        assert!(svg.contains("vfs_read, comm=t0 <tspan font-weight=\"normal\">(101 calls"));
+        // t7 and t8 (93 + 92 calls) and the recorded other (3) share the last panel.
+        assert!(
+            svg.contains("vfs_read, other key values <tspan font-weight=\"normal\">(188 calls"),
+            "{svg}"
+        );
+        assert_eq!(svg.matches("font-weight=\"bold\"").count(), 9);
     }
 
     #[test]

@@ -13,13 +13,13 @@ mod totals;
 
 pub use bias::{not_subtracted, without_bias};
 pub use filter::{FilterError, FilterExpr};
-pub use heat::{heat_buckets, heat_row};
+pub use heat::{INTERVAL_KEYS, OTHER_KEY, heat_buckets, heat_row, interval_keys};
 pub use histogram::Histogram;
 pub use keys::{ByError, ByField, KeySpec, errno_name};
 pub use merge::{distinct_values, mean_probe_bias, mean_probe_overhead};
 pub use recording::{
-    CallerRecord, FilterRecord, FunctionRecord, IntervalFunction, IntervalRecord, KeyRecord,
-    LoadError, Losses, Recording, RunRecord, SCHEMA_VERSION, SlowCallRecord, TaskStore,
+    CallerRecord, FilterRecord, FunctionRecord, IntervalFunction, IntervalKey, IntervalRecord,
+    KeyRecord, LoadError, Losses, Recording, RunRecord, SCHEMA_VERSION, SlowCallRecord, TaskStore,
     load_recording, parse_recording,
 };
 pub use snapshot::{KeyTotals, Snapshot, gauge, merge_stats, totals_of_chunks};

@@ -142,6 +142,21 @@ pub struct IntervalFunction {
     /// heatmap's column. Empty in recordings written before heatmaps existed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub heat_buckets: Vec<[u64; 3]>,
+    /// With `--by`: the interval's busiest key values with their heatmap rows (at most
+    /// [`INTERVAL_KEYS`](crate::model::INTERVAL_KEYS)), then one whose every value is `other`
+    /// summing the rest, so the rows of all of them hold every call of the interval.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keys: Vec<IntervalKey>,
+}
+
+/// One `--by` key value's calls within one interval.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct IntervalKey {
+    /// The value of each field, in `Recording::by` order, as in [`KeyRecord::key`].
+    pub key: Vec<String>,
+    pub count: u64,
+    /// Its calls by latency, as [`IntervalFunction::heat_buckets`].
+    pub heat_buckets: Vec<[u64; 3]>,
 }
 
 /// One of several runs of the same workload (`--runs N`).

@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use clap::Args;
 
 use crate::export::heatmap::{HeatmapError, HeatmapOptions, render};
-use crate::model::{IntervalRecord, load_recording};
+use crate::model::{Recording, load_recording};
 
 #[derive(Debug, Args)]
 pub struct HeatmapArgs {
@@ -28,7 +28,7 @@ pub fn run(args: &HeatmapArgs) -> anyhow::Result<i32> {
         .title
         .clone()
         .unwrap_or_else(|| crate::report::heatmap_title(&recording));
-    write(&recording.intervals, &title, &args.output)
+    write(&recording, &title, &args.output)
         .with_context(|| args.recording.display().to_string())?;
     // An `--interval` run's calls after its last report are in its total only.
     for (i, function) in recording.functions.iter().enumerate() {
@@ -51,14 +51,15 @@ pub fn run(args: &HeatmapArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// Draws `intervals` to `output` (also `--heatmap` at the end of a run), saying how to get
-/// a recording that has what a heatmap needs.
-pub fn write(intervals: &[IntervalRecord], title: &str, output: &Path) -> anyhow::Result<()> {
+/// Draws `recording`'s intervals to `output` (also `--heatmap` at the end of a run), saying
+/// how to get a recording that has what a heatmap needs.
+pub fn write(recording: &Recording, title: &str, output: &Path) -> anyhow::Result<()> {
     let options = HeatmapOptions {
         title: title.to_string(),
+        key_names: recording.by.clone(),
         ..HeatmapOptions::default()
     };
-    let svg = render(intervals, &options).map_err(|error| match error {
+    let svg = render(&recording.intervals, &options).map_err(|error| match error {
         HeatmapError::NoIntervals => anyhow::anyhow!(
             "{error}: record with --interval (e.g. --interval 100ms --json FILE), or pass \
              --heatmap to that run"

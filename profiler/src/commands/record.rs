@@ -499,11 +499,7 @@ fn outputs(
         eprintln!("hotprof: wrote {}", path.display());
     }
     if let Some(path) = &outputs.heatmap {
-        super::heatmap::write(
-            &recording.intervals,
-            &report::heatmap_title(recording),
-            path,
-        )?;
+        super::heatmap::write(recording, &report::heatmap_title(recording), path)?;
     }
     Ok(())
 }
@@ -645,6 +641,7 @@ fn interval_record(
                 p99_ns: f.p99_ns,
                 max_ns: f.max_ns,
                 heat_buckets: crate::model::heat_buckets(&f.buckets),
+                keys: crate::model::interval_keys(&f.keys),
             })
             .collect(),
     }

@@ -3,7 +3,7 @@
 
 use std::fs;
 
-use anyhow::{Result, ensure};
+use anyhow::{Context, Result, ensure};
 
 use super::harness::{Ctx, store_words};
 use super::kprobe_session::has_fsession;
@@ -183,12 +183,39 @@ pub(super) fn nested_frames(ctx: &mut Ctx) -> Result<()> {
 }
 
 /// A task sleeping in `do_nanosleep` is slow in wall time but hardly on CPU: 50 sleeps of
-/// 2 ms give p50 near 2 ms, and `--off-cpu` shows the on-CPU part is a small fraction.
+/// 2 ms give p50 near 2 ms, and `--off-cpu` shows the on-CPU part is a small fraction. The
+/// run's `--heatmap` columns hold every sleep, each in a row at or above 2 ms.
 pub(super) fn sleep_wall_vs_on_cpu(ctx: &mut Ctx) -> Result<()> {
-    let guest =
-        ctx.run("hotprof --fn do_nanosleep --off-cpu --json /out/r.json -- sleeper 50 2000")?;
+    let guest = ctx.run(
+        "hotprof --fn do_nanosleep --off-cpu --heatmap /out/h.svg --json /out/r.json -- sleeper 50 2000",
+    )?;
     guest.expect_exit(0)?;
-    let function = guest.report("r.json")?.function("do_nanosleep")?;
+    let report = guest.report("r.json")?;
+    let rows: Vec<[u64; 3]> = report.json["intervals"]
+        .as_array()
+        .context("a --heatmap run's recording has no intervals")?
+        .iter()
+        .flat_map(|interval| {
+            serde_json::from_value::<Vec<[u64; 3]>>(
+                interval["functions"][0]["heat_buckets"].clone(),
+            )
+            .unwrap_or_default()
+        })
+        .collect();
+    let (drawn, below): (u64, u64) = rows.iter().fold((0, 0), |(all, below), row| {
+        (
+            all + row[2],
+            below + if row[1] < 2_000_000 { row[2] } else { 0 },
+        )
+    });
+    ensure!(
+        (drawn, below) == (50, 0),
+        "the heatmap's rows hold {drawn} sleeps ({below} of them below 2 ms), want 50 (none): {rows:?}"
+    );
+    let svg = fs::read_to_string(guest.outcome.out_dir.join("h.svg"))
+        .context("the guest left no /out/h.svg")?;
+    ensure!(svg.contains("do_nanosleep") && svg.contains(" calls</title>"));
+    let function = report.function("do_nanosleep")?;
     let count = function.u64("count")?;
     ensure!(
         count == 50,

@@ -175,6 +175,7 @@ fn heatmap_section(recording: &Recording) -> String {
     let options = HeatmapOptions {
         title: "Latency over time".into(),
         width: 1100,
+        key_names: recording.by.clone(),
         standalone: false,
     };
     match heatmap::render(&recording.intervals, &options) {
