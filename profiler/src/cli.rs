@@ -37,7 +37,7 @@ pub enum Command {
     /// Flame graph SVG of a folded-stacks file (`--folded`, or any other tool's).
     Flamegraph(flamegraph::FlamegraphArgs),
     /// Latency heatmap SVG (time across, latency up, colour = calls) of a recording made with
-    /// `--interval`.
+    /// `--interval` or `--heatmap`.
     Heatmap(heatmap::HeatmapArgs),
     /// Check what this machine supports: one row per kernel feature, privilege and setting
     /// hotprof depends on, each tried where possible; exit 1 when hotprof cannot work here.

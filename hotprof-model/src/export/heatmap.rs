@@ -12,7 +12,7 @@
 use std::fmt::Write as _;
 
 use super::escape::escape;
-use crate::model::{IntervalRecord, OTHER_KEY};
+use crate::model::IntervalRecord;
 use crate::units::format_ns;
 
 /// What to draw.
@@ -62,6 +62,28 @@ const LEGEND: f64 = 56.0;
 const PLOT_HEIGHT: f64 = 240.0;
 const ROW_HEIGHT: (f64, f64) = (4.0, 14.0);
 
+/// The narrowest a column is drawn, in pixels.
+const MIN_COLUMN_WIDTH: f64 = 3.0;
+
+/// The intervals as columns: `group` neighbours each.
+#[derive(Clone, Copy)]
+struct Columns<'a> {
+    intervals: &'a [IntervalRecord],
+    group: usize,
+}
+
+impl Columns<'_> {
+    /// The time column `column` covers, in ns from the start.
+    fn span(self, column: usize) -> (u64, u64) {
+        let first = &self.intervals[(column * self.group).min(self.intervals.len() - 1)];
+        let last = &self.intervals[((column + 1) * self.group).min(self.intervals.len()) - 1];
+        (
+            first.elapsed_ns.saturating_sub(first.duration_ns),
+            last.elapsed_ns,
+        )
+    }
+}
+
 /// Light yellow (fewest calls) to dark red (most), ColorBrewer's YlOrRd ends.
 const COLD: (f64, f64, f64) = (255.0, 237.0, 160.0);
 const HOT: (f64, f64, f64) = (189.0, 0.0, 38.0);
@@ -80,22 +102,23 @@ struct Panel {
 }
 
 impl Panel {
-    /// A panel of the rows `rows_of` picks from each interval (`None`: nothing there).
-    fn new<'i>(
+    /// A panel of the calls and rows `rows_of` picks from each interval, its columns the
+    /// intervals grouped `group` at a time.
+    fn new(
         name: String,
-        intervals: &'i [IntervalRecord],
-        rows_of: impl Fn(&'i IntervalRecord) -> Vec<(u64, &'i [[u64; 3]])>,
+        intervals: &[IntervalRecord],
+        group: usize,
+        rows_of: impl Fn(&IntervalRecord) -> (u64, Vec<[u64; 3]>),
     ) -> Self {
         let mut calls = 0u64;
-        // Several keys' rows (the rest of the values) merge per cell.
+        // Grouped intervals merge per cell.
         let mut cells = std::collections::BTreeMap::<(u64, usize), (u64, u64)>::new();
-        for (column, interval) in intervals.iter().enumerate() {
-            for (count, rows) in rows_of(interval) {
-                calls = calls.saturating_add(count);
-                for &[lower, upper, n] in rows.iter().filter(|r| r[2] > 0) {
-                    let cell = cells.entry((lower, column)).or_insert((upper, 0));
-                    cell.1 = cell.1.saturating_add(n);
-                }
+        for (i, interval) in intervals.iter().enumerate() {
+            let (count, rows) = rows_of(interval);
+            calls = calls.saturating_add(count);
+            for &[lower, upper, n] in rows.iter().filter(|r| r[2] > 0) {
+                let cell = cells.entry((lower, i / group)).or_insert((upper, 0));
+                cell.1 = cell.1.saturating_add(n);
             }
         }
         let mut rows = Vec::new();
@@ -132,7 +155,13 @@ pub fn render(
     if intervals.is_empty() {
         return Err(HeatmapError::NoIntervals);
     }
-    let panels = panels(intervals, &options.key_names);
+    let width = f64::from(options.width.max(300));
+    let plot_width = width - LEFT - RIGHT;
+    // A column narrower than a few pixels would only overlap its neighbours (an hour of
+    // 100 ms snapshots is 36,000 of them): neighbouring intervals share a column instead.
+    let columns = (plot_width / MIN_COLUMN_WIDTH) as usize;
+    let group = intervals.len().div_ceil(columns.max(1)).max(1);
+    let panels = panels(intervals, &options.key_names, group);
     if panels.iter().all(|p| p.cells.is_empty()) {
         let any_calls = intervals
             .iter()
@@ -155,14 +184,13 @@ pub fn render(
         .max()
         .unwrap_or(0)
         .max(1);
-    let width = f64::from(options.width.max(300));
-    let plot_width = width - LEFT - RIGHT;
     let x = |ns: u64| LEFT + ns as f64 / end_ns as f64 * plot_width;
 
     let mut body = String::new();
     let mut top = HEADING;
     for panel in &panels {
-        top = draw_panel(&mut body, panel, intervals, top, &x, end_ns, max_calls);
+        let columns = Columns { intervals, group };
+        top = draw_panel(&mut body, panel, columns, top, &x, end_ns, max_calls);
     }
     let height = top + LEGEND;
     draw_legend(&mut body, max_calls, top);
@@ -193,8 +221,9 @@ pub fn render(
 
 /// The panels, in the order of the interval records' functions: one per function, or with
 /// `--by` one per key value among its [`KEY_PANELS`] busiest over the run, then one for the
-/// rest.
-fn panels(intervals: &[IntervalRecord], key_names: &[String]) -> Vec<Panel> {
+/// rest: the function's calls that no such panel holds (other values, values an interval
+/// record did not keep, calls the kernel could not key), so every call is drawn once.
+fn panels(intervals: &[IntervalRecord], key_names: &[String], group: usize) -> Vec<Panel> {
     let functions = intervals
         .iter()
         .map(|i| i.functions.len())
@@ -202,6 +231,14 @@ fn panels(intervals: &[IntervalRecord], key_names: &[String]) -> Vec<Panel> {
         .unwrap_or(0);
     let mut panels = Vec::new();
     for f in 0..functions {
+        let function_of = |interval: &IntervalRecord| -> (u64, Vec<[u64; 3]>) {
+            interval
+                .functions
+                .get(f)
+                .map_or((0, Vec::new()), |function| {
+                    (function.count, function.heat_buckets.clone())
+                })
+        };
         let name = intervals
             .iter()
             .find_map(|i| i.functions.get(f))
@@ -213,21 +250,10 @@ fn panels(intervals: &[IntervalRecord], key_names: &[String]) -> Vec<Panel> {
             }
         }
         if totals.is_empty() {
-            panels.push(Panel::new(name, intervals, |interval| {
-                interval
-                    .functions
-                    .get(f)
-                    .map(|function| (function.count, function.heat_buckets.as_slice()))
-                    .into_iter()
-                    .collect()
-            }));
+            panels.push(Panel::new(name, intervals, group, function_of));
             continue;
         }
-        let is_other = |key: &[String]| key.iter().all(|v| v == OTHER_KEY);
-        let mut ranked: Vec<(&[String], u64)> = totals
-            .into_iter()
-            .filter(|(key, _)| !is_other(key))
-            .collect();
+        let mut ranked: Vec<(&[String], u64)> = totals.into_iter().collect();
         ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
         let shown: Vec<&[String]> = ranked.iter().take(KEY_PANELS).map(|k| k.0).collect();
         for key in &shown {
@@ -235,12 +261,30 @@ fn panels(intervals: &[IntervalRecord], key_names: &[String]) -> Vec<Panel> {
             panels.push(Panel::new(
                 format!("{name}, {label}"),
                 intervals,
-                |interval| key_rows(interval, f, |k| k == *key),
+                group,
+                |interval| key_rows(interval, f, key),
             ));
         }
-        let rest = Panel::new(format!("{name}, other key values"), intervals, |interval| {
-            key_rows(interval, f, |k| !shown.contains(&k))
-        });
+        let rest = Panel::new(
+            format!("{name}, other key values"),
+            intervals,
+            group,
+            |interval| {
+                let (mut count, rows) = function_of(interval);
+                let mut rest: std::collections::BTreeMap<u64, [u64; 3]> =
+                    rows.into_iter().map(|row| (row[0], row)).collect();
+                for key in &shown {
+                    let (calls, rows) = key_rows(interval, f, key);
+                    count = count.saturating_sub(calls);
+                    for [lower, _, n] in rows {
+                        if let Some(row) = rest.get_mut(&lower) {
+                            row[2] = row[2].saturating_sub(n);
+                        }
+                    }
+                }
+                (count, rest.into_values().collect())
+            },
+        );
         if rest.calls > 0 {
             panels.push(rest);
         }
@@ -248,24 +292,14 @@ fn panels(intervals: &[IntervalRecord], key_names: &[String]) -> Vec<Panel> {
     panels
 }
 
-/// The `(calls, rows)` of function `f`'s key values in `interval` that `wanted` picks.
-fn key_rows(
-    interval: &IntervalRecord,
-    f: usize,
-    wanted: impl Fn(&[String]) -> bool,
-) -> Vec<(u64, &[[u64; 3]])> {
+/// The calls and rows of function `f`'s key value `key` in `interval` (none where the
+/// interval's record did not keep it).
+fn key_rows(interval: &IntervalRecord, f: usize, key: &[String]) -> (u64, Vec<[u64; 3]>) {
     interval
         .functions
         .get(f)
-        .map(|function| {
-            function
-                .keys
-                .iter()
-                .filter(|key| wanted(&key.key))
-                .map(|key| (key.count, key.heat_buckets.as_slice()))
-                .collect()
-        })
-        .unwrap_or_default()
+        .and_then(|function| function.keys.iter().find(|k| k.key == key))
+        .map_or((0, Vec::new()), |k| (k.count, k.heat_buckets.clone()))
 }
 
 /// `comm=dd errno=ok`: each field's name (`key<i>` where the recording names none) and value.
@@ -284,7 +318,7 @@ fn key_label(key: &[String], key_names: &[String]) -> String {
 fn draw_panel(
     out: &mut String,
     panel: &Panel,
-    intervals: &[IntervalRecord],
+    columns: Columns<'_>,
     top: f64,
     x: &dyn Fn(u64) -> f64,
     end_ns: u64,
@@ -293,11 +327,16 @@ fn draw_panel(
     let _ = writeln!(
         out,
         "<text x=\"{LEFT:.1}\" y=\"{:.1}\" font-size=\"13\" font-weight=\"bold\">{} \
-         <tspan font-weight=\"normal\">({} calls in {} intervals)</tspan></text>",
+         <tspan font-weight=\"normal\">({} calls in {} intervals{})</tspan></text>",
         top + 15.0,
         escape(&panel.name),
         panel.calls,
-        intervals.len()
+        columns.intervals.len(),
+        if columns.group > 1 {
+            format!(", {} a column", columns.group)
+        } else {
+            String::new()
+        }
     );
     let plot_top = top + PANEL_TITLE;
     let rows = panel.rows.len().max(1);
@@ -316,9 +355,8 @@ fn draw_panel(
         let Some(i) = panel.rows.iter().position(|r| r.0 == lower) else {
             continue;
         };
-        let interval = &intervals[column];
-        let start = interval.elapsed_ns.saturating_sub(interval.duration_ns);
-        let (x0, x1) = (x(start), x(interval.elapsed_ns));
+        let (start, end) = columns.span(column);
+        let (x0, x1) = (x(start), x(end));
         let _ = writeln!(
             out,
             "<rect x=\"{x0:.2}\" y=\"{:.2}\" width=\"{:.2}\" height=\"{row_height:.2}\" \
@@ -327,7 +365,7 @@ fn draw_panel(
             (x1 - x0).max(0.5),
             colour(calls, max_calls),
             seconds(start),
-            seconds(interval.elapsed_ns),
+            seconds(end),
             format_ns(lower as f64),
             format_ns(upper.saturating_add(1) as f64),
         );
@@ -359,8 +397,7 @@ fn draw_panel(
     }
     // Time axis.
     let step = tick_step(end_ns);
-    let mut tick = 0;
-    while tick <= end_ns {
+    for tick in (0..=end_ns / step).map(|i| i * step) {
         let tx = x(tick);
         let _ = writeln!(
             out,
@@ -370,7 +407,6 @@ fn draw_panel(
             plot_bottom + 16.0,
             seconds(tick)
         );
-        tick += step;
     }
     let _ = writeln!(
         out,
@@ -386,7 +422,7 @@ fn draw_legend(out: &mut String, max_calls: u64, top: f64) {
     let _ = writeln!(
         out,
         "<text x=\"{LEFT:.1}\" y=\"{:.1}\">colour: calls per cell (one interval × a quarter of a \
-         power of two of latency), log scale; grey: none</text>",
+         power of two of latency), log scale, one scale for every panel; grey: none</text>",
         top + 14.0
     );
     // The counts whose colours are at fifths of the scale (the inverse of `colour`), each once.
@@ -443,11 +479,13 @@ fn tick_step(end_ns: u64) -> u64 {
     let mut step = 1_000_000u64; // 1 ms
     loop {
         for factor in [1, 2, 5] {
-            if end_ns / (step * factor) <= 10 {
-                return step * factor;
+            match step.checked_mul(factor) {
+                Some(candidate) if end_ns / candidate <= 10 => return candidate,
+                Some(_) => {}
+                None => return step,
             }
         }
-        step *= 10;
+        step = step.saturating_mul(10);
     }
 }
 
@@ -507,9 +545,11 @@ mod tests {
             function.heat_buckets = vec![[256, 319, function.count]];
             record
         };
-        let mut busy: Vec<(String, u64)> = (0..10).map(|i| (format!("t{i}"), 100 - i)).collect();
-        busy.push((OTHER_KEY.to_string(), 3));
-        let first = keyed(1, busy.iter().map(|(k, n)| (k.as_str(), *n)).collect());
+        let busy: Vec<(String, u64)> = (0..10).map(|i| (format!("t{i}"), 100 - i)).collect();
+        let mut first = keyed(1, busy.iter().map(|(k, n)| (k.as_str(), *n)).collect());
+        // 3 calls the record keeps under no key (values beyond its 20, or never keyed).
+        first.functions[0].count += 3;
+        first.functions[0].heat_buckets[0][2] += 3;
         let second = keyed(2, vec![("t9", 50), ("t0", 1)]);
         let options = HeatmapOptions {
             key_names: vec!["comm".into()],
@@ -519,7 +559,7 @@ mod tests {
         // t9 has 91 + 50 calls over the run: among the eight busiest, before t0 (100 + 1).
         assert!(svg.contains("vfs_read, comm=t9 <tspan font-weight=\"normal\">(141 calls"));
         assert!(svg.contains("vfs_read, comm=t0 <tspan font-weight=\"normal\">(101 calls"));
-        // t7 and t8 (93 + 92 calls) and the recorded other (3) share the last panel.
+        // t7 and t8 (93 + 92 calls) and the 3 unkeyed calls share the last panel.
         assert!(
             svg.contains("vfs_read, other key values <tspan font-weight=\"normal\">(188 calls"),
             "{svg}"
@@ -529,10 +569,11 @@ mod tests {
 
     #[test]
     fn the_log_scale_keeps_small_cells_visible() {
-        // One call beside a million is still a third of the way up the scale, not white.
+        // Ten calls beside a million are a sixth of the way up the scale (ln 11 / ln 1e6),
+        // where a linear scale would leave them at 0.001 %: white.
         assert_eq!(colour(1_000_000, 1_000_000), "#bd0026");
-        assert_ne!(colour(1, 1_000_000), colour(0, 1_000_000));
         assert_eq!(colour(0, 1_000_000), "#ffeda0");
+        assert_eq!(colour(10, 1_000_000), "#f4c48b");
     }
 
     #[test]
@@ -547,6 +588,30 @@ mod tests {
             render(&[old], &HeatmapOptions::default()),
             Err(HeatmapError::NoRows)
         );
+    }
+
+    #[test]
+    fn many_intervals_share_columns_and_keep_every_call() {
+        // An hour of 100 ms columns: 36,000 intervals, drawn in at most 296 columns.
+        let intervals: Vec<IntervalRecord> = (1..=36_000)
+            .map(|i| interval(i, vec![[256, 319, 1 + i % 3]]))
+            .collect();
+        let svg = render(&intervals, &HeatmapOptions::default()).unwrap();
+        let cells = svg.matches("calls</title></rect>").count();
+        assert!(cells <= 296, "{cells} cells");
+        assert!(svg.contains("in 36000 intervals, 122 a column)"));
+        let drawn: u64 = svg
+            .split(" calls</title>")
+            .filter_map(|before| before.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum();
+        assert_eq!(
+            drawn,
+            intervals.iter().map(|i| i.functions[0].count).sum::<u64>()
+        );
+        // A corrupt end time far in the future neither hangs nor overflows the axis.
+        let mut odd = interval(1, vec![[256, 319, 1]]);
+        odd.elapsed_ns = u64::MAX;
+        assert!(render(&[odd], &HeatmapOptions::default()).is_ok());
     }
 
     #[test]

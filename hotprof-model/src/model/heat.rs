@@ -1,6 +1,7 @@
-//! A heatmap's latency rows: each power of two split in four, so an `--interval` record keeps
-//! its calls' latency distribution in a few entries (about 100 bytes for a function whose
-//! calls span two powers of two) instead of the in-kernel histogram's 32 buckets per power.
+//! What an interval record keeps for its heatmap column: latency rows, each power of two
+//! split in four, so it holds its calls' latency distribution in a few entries (about 100
+//! bytes for a function whose calls span two powers of two) instead of the in-kernel
+//! histogram's 32 buckets per power; with `--by`, the rows of its busiest key values.
 //!
 //! Every in-kernel bucket lies inside one row (its width, at most 1/32 of its power of two,
 //! divides the row's 1/4, and both start at the power), so coarsening counts every call in
@@ -33,46 +34,24 @@ pub fn heat_buckets(buckets: &[[u64; 3]]) -> Vec<[u64; 3]> {
         .collect()
 }
 
-/// Key values an interval record keeps per function (`--by`); the rest are summed in one.
+/// Key values an interval record keeps per function (`--by`): its busiest.
 pub const INTERVAL_KEYS: usize = 20;
 
-/// The value every field of the key summing the rest holds.
-pub const OTHER_KEY: &str = "other";
-
 /// An interval's `--by` key values as its record keeps them: the [`INTERVAL_KEYS`] busiest
-/// (by calls, ties by value), then one key of [`OTHER_KEY`]s summing the rest (a recorded
-/// `other` value included), so no call of the interval is dropped.
+/// (by calls, ties by value), each with its heatmap rows. The rest are not kept: a heatmap
+/// draws them as the function's calls that no kept value holds.
 pub fn interval_keys(keys: &[KeyRecord]) -> Vec<IntervalKey> {
-    let is_other = |key: &KeyRecord| key.key.iter().all(|v| v == OTHER_KEY);
-    let mut busiest: Vec<&KeyRecord> = keys.iter().filter(|k| !is_other(k)).collect();
+    let mut busiest: Vec<&KeyRecord> = keys.iter().collect();
     busiest.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key)));
-    let rest: Vec<&KeyRecord> = keys
-        .iter()
-        .filter(|k| is_other(k))
-        .chain(busiest.iter().skip(INTERVAL_KEYS).copied())
-        .collect();
-    busiest.truncate(INTERVAL_KEYS);
-    let mut out: Vec<IntervalKey> = busiest
+    busiest
         .into_iter()
+        .take(INTERVAL_KEYS)
         .map(|key| IntervalKey {
             key: key.key.clone(),
             count: key.count,
             heat_buckets: heat_buckets(&key.buckets),
         })
-        .collect();
-    if !rest.is_empty() {
-        let width = keys.iter().map(|k| k.key.len()).max().unwrap_or(1).max(1);
-        let buckets: Vec<[u64; 3]> = rest
-            .iter()
-            .flat_map(|k| k.buckets.iter().copied())
-            .collect();
-        out.push(IntervalKey {
-            key: vec![OTHER_KEY.to_string(); width],
-            count: rest.iter().map(|k| k.count).sum(),
-            heat_buckets: heat_buckets(&buckets),
-        });
-    }
-    out
+        .collect()
 }
 
 #[cfg(test)]
@@ -81,38 +60,24 @@ mod tests {
 
     use super::*;
 
-    fn key(value: &str, count: u64) -> KeyRecord {
-        KeyRecord {
-            key: vec![value.to_string()],
-            count,
-            sum_ns: 0,
-            p50_ns: 0,
-            p99_ns: 0,
-            max_ns: 0,
-            buckets: vec![[300, 300, count]],
-        }
-    }
-
     #[test]
-    fn interval_keys_keep_the_busiest_and_sum_the_rest() {
-        let mut keys: Vec<KeyRecord> = (0..25).map(|i| key(&format!("k{i:02}"), 100 + i)).collect();
-        keys.push(key(OTHER_KEY, 7));
+    fn interval_keys_keep_the_busiest() {
+        let keys: Vec<KeyRecord> = (0..25)
+            .map(|i| KeyRecord {
+                key: vec![format!("k{i:02}")],
+                count: 100 + i,
+                sum_ns: 0,
+                p50_ns: 0,
+                p99_ns: 0,
+                max_ns: 0,
+                buckets: vec![[300, 300, 100 + i]],
+            })
+            .collect();
         let kept = interval_keys(&keys);
-        assert_eq!(kept.len(), INTERVAL_KEYS + 1);
+        assert_eq!(kept.len(), INTERVAL_KEYS);
         assert_eq!(kept[0].key, ["k24"]);
         assert_eq!(kept[INTERVAL_KEYS - 1].key, ["k05"]);
-        let other = &kept[INTERVAL_KEYS];
-        assert_eq!(other.key, [OTHER_KEY]);
-        // k00..k04 and the recorded `other`.
-        assert_eq!(other.count, 100 + 101 + 102 + 103 + 104 + 7);
-        assert_eq!(other.heat_buckets, [[256, 319, other.count]]);
-        let all: u64 = keys.iter().map(|k| k.count).sum();
-        assert_eq!(kept.iter().map(|k| k.count).sum::<u64>(), all);
-        assert!(
-            interval_keys(&keys[..3])
-                .iter()
-                .all(|k| k.key != [OTHER_KEY])
-        );
+        assert_eq!(kept[0].heat_buckets, [[256, 319, 124]]);
     }
 
     #[test]

@@ -13,7 +13,7 @@ mod totals;
 
 pub use bias::{not_subtracted, without_bias};
 pub use filter::{FilterError, FilterExpr};
-pub use heat::{INTERVAL_KEYS, OTHER_KEY, heat_buckets, heat_row, interval_keys};
+pub use heat::{INTERVAL_KEYS, heat_buckets, heat_row, interval_keys};
 pub use histogram::Histogram;
 pub use keys::{ByError, ByField, KeySpec, errno_name};
 pub use merge::{distinct_values, mean_probe_bias, mean_probe_overhead};

@@ -143,8 +143,8 @@ pub struct IntervalFunction {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub heat_buckets: Vec<[u64; 3]>,
     /// With `--by`: the interval's busiest key values with their heatmap rows (at most
-    /// [`INTERVAL_KEYS`](crate::model::INTERVAL_KEYS)), then one whose every value is `other`
-    /// summing the rest, so the rows of all of them hold every call of the interval.
+    /// [`INTERVAL_KEYS`](crate::model::INTERVAL_KEYS)); the function's own rows hold the
+    /// calls of the rest.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub keys: Vec<IntervalKey>,
 }

@@ -1,5 +1,5 @@
 //! `hotprof heatmap RECORDING.json -o OUT.svg`: the latency heatmap of a recording made with
-//! `--interval` (a column per interval, a row per quarter of a power of two of latency, one
+//! `--interval` or `--heatmap` (a column per interval, a row per quarter of a power of two of latency, one
 //! panel per function or syscall). Pure userspace: no kernel, no privileges.
 
 use std::path::{Path, PathBuf};
@@ -12,7 +12,7 @@ use crate::model::{Recording, load_recording};
 
 #[derive(Debug, Args)]
 pub struct HeatmapArgs {
-    /// A JSON recording (`--json`) of a run with `--interval`.
+    /// A JSON recording (`--json`) of a run with `--interval` or `--heatmap`.
     pub recording: PathBuf,
     /// Output SVG.
     #[arg(short = 'o', long = "output", value_name = "FILE.svg")]

@@ -333,6 +333,8 @@ struct Measured {
     started_monotonic_ns: u64,
     runs: Vec<RunRecord>,
     intervals: Vec<IntervalRecord>,
+    /// With `--heatmap` (one run only): where its last column starts.
+    last_report: Option<LastReport>,
     maps: MapsWatcher,
 }
 
@@ -350,6 +352,7 @@ async fn schedule(
         started_monotonic_ns: clock::monotonic_ns(),
         runs: Vec::new(),
         intervals: Vec::new(),
+        last_report: None,
         maps: MapsWatcher::default(),
     };
     let mut previous = Snapshot::default();
@@ -361,6 +364,7 @@ async fn schedule(
         let mut outcome = measure(run, plan, signals, &previous, &mut measured.maps).await?;
         measured.exit_code = outcome.exit_code;
         measured.intervals.append(&mut outcome.intervals);
+        measured.last_report = outcome.last_report.take();
         let now = run.snapshot()?;
         if follow {
             let delta = now.since(&previous);
@@ -438,6 +442,22 @@ fn assemble(
     recording.losses.kernel_missed = kernel_missed;
     recording.runs = measured.runs;
     recording.intervals = measured.intervals;
+    if let Some(since) = measured.last_report {
+        // The heatmap's last column: what the final read holds beyond the last report.
+        let covered = detached.saturating_duration_since(since.at);
+        let previous_end = recording.intervals.last().map_or(0, |i| i.elapsed_ns);
+        let tail = layout.recording(&last.since(&since.snapshot), covered);
+        let stack_entries = (spec.stacks != StackCapture::None)
+            .then(|| last.counter(profiler_common::Counter::StackEntries));
+        recording.intervals.push(interval_record(
+            since.index + 1,
+            Duration::from_nanos(previous_end) + covered,
+            covered,
+            last.task_entries,
+            stack_entries,
+            &tail,
+        ));
+    }
     if let Some(stacks) = &mut stacks {
         // The report and the JSON say how many calls were walked; the outputs weight them.
         let every = spec.stack_sample_every;
@@ -611,6 +631,16 @@ struct RunOutcome {
     workload_metrics: std::collections::BTreeMap<String, f64>,
     /// `--interval` reports, for the JSON recording.
     intervals: Vec<IntervalRecord>,
+    /// With `--heatmap`: where the last column starts.
+    last_report: Option<LastReport>,
+}
+
+/// The last interval report's snapshot, when it was taken and its number: the heatmap's last
+/// column is the run's final read since then.
+struct LastReport {
+    snapshot: Snapshot,
+    at: Instant,
+    index: u64,
 }
 
 /// The compact JSON form of one interval report.
@@ -761,6 +791,7 @@ async fn measure(
         interrupted: false,
         workload_metrics: Default::default(),
         intervals: Vec::new(),
+        last_report: None,
     };
     loop {
         tokio::select! {
@@ -791,12 +822,14 @@ async fn measure(
         }
     }
     progress.clear();
-    // A heatmap's last column: the calls since the last tick, which would otherwise be in the
-    // total only (a run shorter than one column has only this one).
+    // A heatmap's last column is what the run's final read adds to the last report (see
+    // `assemble`): calls after this point, as the workload is reaped, are in the total too.
     if plan.outputs.heatmap.is_some() {
-        reports.printed = false;
-        let record = reports.take(run, plan, started)?;
-        outcome.intervals.push(record);
+        outcome.last_report = Some(LastReport {
+            snapshot: reports.previous,
+            at: started + reports.previous_at,
+            index: reports.index,
+        });
     }
     outcome.elapsed = started.elapsed();
     // Stopped by a signal or the deadline: the workload was told to stop; reap it so it is
