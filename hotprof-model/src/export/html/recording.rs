@@ -173,7 +173,7 @@ pub fn render_recording(recording: &Recording, flamegraph: Option<&[u8]>) -> Str
 /// nothing for a recording without them.
 fn heatmap_section(recording: &Recording) -> String {
     let options = HeatmapOptions {
-        title: "Latency over time".into(),
+        title: crate::report::heatmap_title(recording),
         width: 1100,
         key_names: recording.by.clone(),
         standalone: false,
