@@ -23,27 +23,48 @@ pub fn heatmap_modes() -> Result<()> {
     let (hotprof, _) = binaries()?;
     let sleeper = hotprof.with_file_name("sleeper");
     let dir = tempfile::tempdir()?;
+    // `hotprof --syscall clock_nanosleep ARGS -- sh -c SCRIPT`, which must succeed.
+    let record = |args: &[&std::ffi::OsStr], script: String| -> Result<()> {
+        let out = output(
+            Command::new(&hotprof)
+                .args(["--syscall", "clock_nanosleep"])
+                .args(args)
+                .args(["--", "sh", "-c"])
+                .arg(&script),
+        )?;
+        ensure!(
+            out.status.success(),
+            "hotprof {args:?} -- sh -c '{script}' failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(())
+    };
+    // `hotprof heatmap JSON -o SVG`.
+    let redraw = |json: &std::path::Path, svg: &std::path::Path| {
+        output(
+            Command::new(&hotprof)
+                .arg("heatmap")
+                .arg(json)
+                .arg("-o")
+                .arg(svg),
+        )
+    };
     let (svg, json) = (
         dir.path().join("sleeps.svg"),
         dir.path().join("sleeps.json"),
     );
-    let out = output(
-        Command::new(&hotprof)
-            .args(["--syscall", "clock_nanosleep", "--heatmap"])
-            .arg(&svg)
-            .arg("--json")
-            .arg(&json)
-            .args(["--", "sh", "-c"])
-            .arg(format!(
-                "{0} {SHORT_SLEEPS} 1000 && {0} {LONG_SLEEPS} 20000",
-                sleeper.display()
-            )),
+    record(
+        &[
+            "--heatmap".as_ref(),
+            svg.as_ref(),
+            "--json".as_ref(),
+            json.as_ref(),
+        ],
+        format!(
+            "{0} {SHORT_SLEEPS} 1000 && {0} {LONG_SLEEPS} 20000",
+            sleeper.display()
+        ),
     )?;
-    ensure!(
-        out.status.success(),
-        "hotprof failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let recording: serde_json::Value = serde_json::from_slice(&std::fs::read(&json)?)?;
     let total = recording["functions"][0]["count"].as_u64().unwrap_or(0);
     ensure!(
@@ -111,13 +132,7 @@ pub fn heatmap_modes() -> Result<()> {
         "the SVG's cells carry {drawn} calls, the recording {total}"
     );
     let redrawn = dir.path().join("again.svg");
-    let again = output(
-        Command::new(&hotprof)
-            .arg("heatmap")
-            .arg(&json)
-            .arg("-o")
-            .arg(&redrawn),
-    )?;
+    let again = redraw(&json, &redrawn)?;
     ensure!(
         again.status.success() && std::fs::read(&redrawn)? == picture.as_bytes(),
         "hotprof heatmap did not redraw the run's SVG from its JSON: {}",
@@ -129,13 +144,7 @@ pub fn heatmap_modes() -> Result<()> {
     let mut without: serde_json::Value = recording.clone();
     without["intervals"] = serde_json::json!([]);
     std::fs::write(&plain, serde_json::to_vec(&without)?)?;
-    let refused = output(
-        Command::new(&hotprof)
-            .arg("heatmap")
-            .arg(&plain)
-            .arg("-o")
-            .arg(dir.path().join("none.svg")),
-    )?;
+    let refused = redraw(&plain, &dir.path().join("none.svg"))?;
     let stderr = String::from_utf8_lossy(&refused.stderr);
     ensure!(
         !refused.status.success()
@@ -147,21 +156,18 @@ pub fn heatmap_modes() -> Result<()> {
     );
     // With --by: a panel per key value holding exactly its calls.
     let keyed = dir.path().join("keyed.svg");
-    let out = output(
-        Command::new(&hotprof)
-            .args(["--syscall", "clock_nanosleep", "--by", "comm", "--heatmap"])
-            .arg(&keyed)
-            .args(["--", "sh", "-c"])
-            .arg(format!(
-                "{} {SHORT_SLEEPS} 1000 & sleep 0.3; wait",
-                sleeper.display()
-            )),
+    record(
+        &[
+            "--by".as_ref(),
+            "comm".as_ref(),
+            "--heatmap".as_ref(),
+            keyed.as_ref(),
+        ],
+        format!(
+            "{} {SHORT_SLEEPS} 1000 & sleep 0.3; wait",
+            sleeper.display()
+        ),
     )?;
-    ensure!(
-        out.status.success(),
-        "hotprof --by comm --heatmap failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let picture = std::fs::read_to_string(&keyed)?;
     for (comm, calls) in [("sleeper", SHORT_SLEEPS), ("sleep", 1)] {
         let heading = format!(

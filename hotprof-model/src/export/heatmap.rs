@@ -188,8 +188,8 @@ pub fn render(
 
     let mut body = String::new();
     let mut top = HEADING;
+    let columns = Columns { intervals, group };
     for panel in &panels {
-        let columns = Columns { intervals, group };
         top = draw_panel(&mut body, panel, columns, top, &x, end_ns, max_calls);
     }
     let height = top + LEGEND;

@@ -7,12 +7,7 @@ use crate::units::format_ns;
 /// Title and subtitle of a recording's flamegraph: the functions, then mode, kernel, what a
 /// frame's width means and each function's headline figures.
 pub fn flamegraph_titles(recording: &Recording, weight: Weight) -> (String, String) {
-    let names: Vec<&str> = recording
-        .functions
-        .iter()
-        .map(|f| f.name.as_str())
-        .collect();
-    let title = format!("hotprof: {} by call path", names.join(", "));
+    let title = format!("hotprof: {} by call path", function_names(recording));
     let summary: Vec<String> = recording
         .functions
         .iter()
@@ -43,17 +38,22 @@ pub fn flamegraph_titles(recording: &Recording, weight: Weight) -> (String, Stri
 
 /// Title of a recording's latency heatmap: the functions, mode and kernel.
 pub fn heatmap_title(recording: &Recording) -> String {
+    format!(
+        "hotprof: latency of {} over time ({} mode, kernel {})",
+        function_names(recording),
+        recording.mode,
+        recording.kernel
+    )
+}
+
+/// The recording's functions (or syscalls), `a, b, c`.
+fn function_names(recording: &Recording) -> String {
     let names: Vec<&str> = recording
         .functions
         .iter()
         .map(|f| f.name.as_str())
         .collect();
-    format!(
-        "hotprof: latency of {} over time ({} mode, kernel {})",
-        names.join(", "),
-        recording.mode,
-        recording.kernel
-    )
+    names.join(", ")
 }
 
 #[cfg(test)]

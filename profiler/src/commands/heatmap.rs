@@ -1,6 +1,6 @@
 //! `hotprof heatmap RECORDING.json -o OUT.svg`: the latency heatmap of a recording made with
-//! `--interval` or `--heatmap` (a column per interval, a row per quarter of a power of two of latency, one
-//! panel per function or syscall). Pure userspace: no kernel, no privileges.
+//! `--interval` or `--heatmap` (a column per interval, a row per quarter of a power of two of
+//! latency, one panel per function or syscall). Pure userspace: no kernel, no privileges.
 
 use std::path::{Path, PathBuf};
 

@@ -447,14 +447,12 @@ fn assemble(
         let covered = detached.saturating_duration_since(since.at);
         let previous_end = recording.intervals.last().map_or(0, |i| i.elapsed_ns);
         let tail = layout.recording(&last.since(&since.snapshot), covered);
-        let stack_entries = (spec.stacks != StackCapture::None)
-            .then(|| last.counter(profiler_common::Counter::StackEntries));
         recording.intervals.push(interval_record(
             since.index + 1,
             Duration::from_nanos(previous_end) + covered,
             covered,
             last.task_entries,
-            stack_entries,
+            stack_entries(spec, &last),
             &tail,
         ));
     }
@@ -677,6 +675,13 @@ fn interval_record(
     }
 }
 
+/// Live entries of the per-stack totals map at `snapshot` (`--stacks` only), as an interval
+/// record keeps them: counted by the probes as they create entries, so no walk of the map.
+fn stack_entries(spec: &SessionSpec, snapshot: &Snapshot) -> Option<u64> {
+    (spec.stacks != StackCapture::None)
+        .then(|| snapshot.counter(profiler_common::Counter::StackEntries))
+}
+
 /// Interval reports in the making: each takes a snapshot, turns what changed since the
 /// previous one into a recording, prints it (`--interval`) and keeps its compact record.
 struct IntervalReports {
@@ -702,9 +707,7 @@ impl IntervalReports {
         let cpu_at = clock::thread_cpu_time();
         let now = run.snapshot()?;
         let elapsed = started.elapsed();
-        // Counted by the probes as they create entries: no walk of the map per report.
-        let stack_entries = (plan.session.stacks != StackCapture::None)
-            .then(|| now.counter(profiler_common::Counter::StackEntries));
+        let stack_entries = stack_entries(&plan.session, &now);
         let recording = run.recording(&now.since(&self.previous), self.period);
         if self.printed {
             println!(
