@@ -40,8 +40,17 @@ pub const AUDIT_ARCH: u32 = 11;
 pub const AUDIT_FILTERKEY: u32 = 210;
 /// Field operator `==` (goes in `fieldflags`).
 pub const AUDIT_EQUAL: u32 = 0x4000_0000;
-/// EM_X86_64 | __AUDIT_ARCH_64BIT | __AUDIT_ARCH_LE, i.e. `-F arch=b64`.
+/// EM_X86_64 | __AUDIT_ARCH_64BIT | __AUDIT_ARCH_LE, i.e. `-F arch=b64` on x86-64.
 pub const AUDIT_ARCH_X86_64: u32 = 62 | 0x8000_0000 | 0x4000_0000;
+/// EM_AARCH64 | __AUDIT_ARCH_64BIT | __AUDIT_ARCH_LE, i.e. `-F arch=b64` on arm64.
+pub const AUDIT_ARCH_AARCH64: u32 = 183 | 0x8000_0000 | 0x4000_0000;
+/// This build's `-F arch=b64`: a rule naming another architecture never applies to a syscall
+/// here (the walk still runs, but the syscall numbers would be another table's).
+pub const AUDIT_ARCH_NATIVE: u32 = if cfg!(target_arch = "aarch64") {
+    AUDIT_ARCH_AARCH64
+} else {
+    AUDIT_ARCH_X86_64
+};
 
 /// `mask` words: one bit per syscall number.
 pub const AUDIT_BITMASK_SIZE: usize = 64;
@@ -125,7 +134,7 @@ impl Rule {
             action: AUDIT_ALWAYS,
             mask,
             fields: vec![
-                field(AUDIT_ARCH, AUDIT_ARCH_X86_64),
+                field(AUDIT_ARCH, AUDIT_ARCH_NATIVE),
                 field(AUDIT_UID, uid),
                 field(AUDIT_FILTERKEY, HOTPROF_KEY.len() as u32),
             ],
@@ -595,6 +604,7 @@ mod tests {
     fn header_length_matches_the_uapi_struct() {
         assert_eq!(RULE_HEADER_LEN, 1040);
         assert_eq!(AUDIT_ARCH_X86_64, 0xC000_003E);
+        assert_eq!(AUDIT_ARCH_AARCH64, 0xC000_00B7);
         assert_eq!(MAX_SYSCALL_NR, 2031);
     }
 

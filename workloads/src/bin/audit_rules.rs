@@ -27,9 +27,9 @@ Usage:
 
 Each rule `add` loads is what
   auditctl -a always,exit -F arch=b64 -S NR -F uid=UID -k hotprof_workloads
-would load, with NR = 163 (acct) unless --syscall says otherwise (0..=2031)
-and UID = 1000, 1001, ... continuing after the uids of rules already loaded,
-so every rule is distinct. No task in the guest has those uids, so the rules
+would load, with NR = acct's number (163 on x86-64, 89 on arm64) unless
+--syscall says otherwise (0..=2031) and UID = 1000, 1001, ... continuing
+after the uids of rules already loaded, so every rule is distinct. No task in the guest has those uids, so the rules
 never match and produce no records, yet with any exit rule loaded the
 kernel's __audit_filter_op runs on every syscall exit (getpid included);
 with none it hardly runs. (Linux 6.1 has no __audit_filter_op: there the
