@@ -323,7 +323,8 @@ fn call_site_on(
         0,
         &mut crate::progress::Progress::quiet(),
     )
-    .map_err(CalibrationError::Attach)?;
+    .map_err(CalibrationError::Attach)?
+    .links;
     follow_self(&mut ebpf)?;
     time_round(path, CALLS_PER_TRY);
     let snapshot =
@@ -400,7 +401,8 @@ pub fn measure(
                 0,
                 &mut crate::progress::Progress::quiet(),
             )
-            .map_err(CalibrationError::Attach)?;
+            .map_err(CalibrationError::Attach)?
+            .links;
         }
         // Nothing timed, nothing to calibrate (`hotprof sample` never asks).
         AttachedMode::Sampling => return Err(CalibrationError::NoTarget),

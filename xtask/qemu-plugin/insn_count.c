@@ -2,8 +2,10 @@
  * insn_count: a QEMU TCG plugin (plugin API version 1, QEMU 7.2) that counts the guest
  * instructions executed between two marker instructions, for `cargo xtask bench --only insns`.
  *
- * The marker is `nopl 0x48505246(%rax,%rax,1)` (bytes 0f 1f 84 00 46 52 50 48), which a
- * workload executes right before and right after its measured loop (`syscall_lat --marker`).
+ * The marker is `nopl 0x48505246(%rax,%rax,1)` (bytes 0f 1f 84 00 46 52 50 48) on x86-64 and
+ * `hint #0x7e` (0xd5032fdf, an unallocated hint: a NOP) on arm64, which a workload executes
+ * right before and right after its measured loop (`syscall_lat --marker`); both are matched,
+ * whichever guest the plugin is loaded into (workloads/src/marker.rs).
  * A start marker opens a window on the vCPU that executed it; the next marker on that vCPU
  * closes it. Only that vCPU's instructions count, so the workload must stay on one CPU.
  * Any number of windows may follow each other in one guest boot.
@@ -56,7 +58,16 @@ size_t qemu_plugin_insn_size(const struct qemu_plugin_insn *insn);
 
 __attribute__((visibility("default"))) int qemu_plugin_version = 1;
 
-static const unsigned char MARKER[8] = {0x0f, 0x1f, 0x84, 0x00, 0x46, 0x52, 0x50, 0x48};
+static const unsigned char MARKER_X86_64[8] = {0x0f, 0x1f, 0x84, 0x00, 0x46, 0x52, 0x50, 0x48};
+static const unsigned char MARKER_AARCH64[4] = {0xdf, 0x2f, 0x03, 0xd5};
+
+static int is_marker(const struct qemu_plugin_insn *insn)
+{
+    size_t size = qemu_plugin_insn_size(insn);
+    const void *data = qemu_plugin_insn_data(insn);
+    return (size == sizeof(MARKER_X86_64) && memcmp(data, MARKER_X86_64, size) == 0) ||
+           (size == sizeof(MARKER_AARCH64) && memcmp(data, MARKER_AARCH64, size) == 0);
+}
 
 /* One translation of a block. Blocks are retranslated at times; the report sums by address. */
 struct block {
@@ -134,8 +145,7 @@ static void block_translated(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     qemu_plugin_register_vcpu_tb_exec_cb(tb, block_executed, QEMU_PLUGIN_CB_NO_REGS, block);
     for (size_t i = 0; i < n; i++) {
         struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
-        if (qemu_plugin_insn_size(insn) == sizeof(MARKER) &&
-            memcmp(qemu_plugin_insn_data(insn), MARKER, sizeof(MARKER)) == 0) {
+        if (is_marker(insn)) {
             qemu_plugin_register_vcpu_insn_exec_cb(insn, marker_executed, QEMU_PLUGIN_CB_NO_REGS,
                                                    NULL);
         }

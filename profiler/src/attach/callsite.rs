@@ -7,9 +7,11 @@
 //! Minimum kernel 4.17 (kprobes at an offset, BPF kprobe programs).
 
 use aya::Ebpf;
+use aya::programs::KProbe;
+use aya::programs::kprobe::KProbeLink;
 use profiler_common::KPROBE_SLOTS;
 
-use super::error::{AttachError, Reason, kprobe_refusal};
+use super::error::{AttachError, Reason, callsite_refusal};
 use super::links::KprobeLinks;
 use super::program::{kprobes_available, load_kprobe, take};
 use crate::progress::Progress;
@@ -18,15 +20,45 @@ use crate::resolve::callsites::CallSite;
 /// The program on the instruction after each call.
 const RETURN_PROGRAM: &str = "callsite_return";
 
+/// The call sites a run times, and those the kernel refused.
+pub struct AttachedSites {
+    pub links: KprobeLinks,
+    /// Sites left out: the kernel refused a kprobe at the call or at the instruction after it
+    /// (arm64 refuses instructions it cannot single-step there). Their calls are not counted.
+    pub refused: Vec<RefusedSite>,
+}
+
+/// A call site the kernel would not let hotprof time.
+pub struct RefusedSite {
+    /// `caller+0xOFFSET` of the refused instruction.
+    pub at: String,
+    pub reason: Reason,
+}
+
+impl std::fmt::Display for RefusedSite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "a call site in {} is not timed: the kernel refuses a kprobe at {}: {}",
+            self.at.split('+').next().unwrap_or(&self.at),
+            self.at,
+            self.reason
+        )
+    }
+}
+
 /// Attaches `kprobe_{first_slot + i}` on the `call` of every site of `slots[i]`, and the
 /// shared return program after each. The slots before `first_slot` belong to functions timed
-/// at their entry.
+/// at their entry. A site is timed only if both of its kprobes attach: the return's first
+/// (an entry without its return would leave every call open), then the call's, whose refusal
+/// closes the return's again. Refused sites are returned beside the links; an error only when
+/// the kernel refuses every site.
 pub fn attach_call_sites(
     ebpf: &mut Ebpf,
     slots: &[Vec<CallSite>],
     first_slot: usize,
     progress: &mut Progress,
-) -> Result<KprobeLinks, AttachError> {
+) -> Result<AttachedSites, AttachError> {
     check_slots(first_slot, slots.len())?;
     if !kprobes_available() {
         return Err(AttachError::NoKprobes {
@@ -34,36 +66,62 @@ pub fn attach_call_sites(
             fentry: None,
         });
     }
-    let mut links = KprobeLinks::default();
-    let attach = |program: &mut aya::programs::KProbe,
-                  site: &CallSite,
-                  offset: u64,
-                  links: &mut KprobeLinks| {
-        let id = program
-            .attach(&site.caller, offset)
-            .map_err(|e| AttachError::CallSite {
-                site: format!("{}+{offset:#x}", site.caller),
-                reason: Reason::of(e, |e| kprobe_refusal(e)),
-            })?;
-        links.0.push(take(program.take_link(id))?);
-        Ok::<_, AttachError>(())
-    };
     let total: usize = slots.iter().map(Vec::len).sum();
+    let mut refused = Vec::new();
+    let exit = load_kprobe(ebpf, RETURN_PROGRAM)?;
+    let mut returns = Vec::with_capacity(total);
+    for (index, site) in slots.iter().flatten().enumerate() {
+        match attach_at(exit, site, site.return_offset)? {
+            Ok(link) => returns.push(Some(link)),
+            Err(refusal) => {
+                refused.push(refusal);
+                returns.push(None);
+            }
+        }
+        progress.attaching("call-site returns", index + 1, total);
+    }
+    let mut links = KprobeLinks::default();
+    let mut returns = returns.into_iter();
     let mut done = 0;
     for (index, sites) in slots.iter().enumerate() {
         let entry = load_kprobe(ebpf, &format!("kprobe_{}", first_slot + index))?;
         for site in sites {
-            attach(entry, site, site.offset, &mut links)?;
             done += 1;
             progress.attaching("call sites", done, total);
+            let Some(return_link) = returns.next().flatten() else {
+                continue;
+            };
+            match attach_at(entry, site, site.offset)? {
+                Ok(link) => links.0.extend([return_link, link]),
+                // Dropping the return's link detaches it.
+                Err(refusal) => refused.push(refusal),
+            }
         }
     }
-    let exit = load_kprobe(ebpf, RETURN_PROGRAM)?;
-    for (index, site) in slots.iter().flatten().enumerate() {
-        attach(exit, site, site.return_offset, &mut links)?;
-        progress.attaching("call-site returns", index + 1, total);
+    if links.0.is_empty() && !refused.is_empty() {
+        let first = refused.swap_remove(0);
+        return Err(AttachError::CallSite {
+            site: first.at,
+            reason: first.reason,
+        });
     }
-    Ok(links)
+    Ok(AttachedSites { links, refused })
+}
+
+/// One kprobe of a site: its link, or why the kernel refused it (an error only when hotprof
+/// cannot keep the link).
+fn attach_at(
+    program: &mut KProbe,
+    site: &CallSite,
+    offset: u64,
+) -> Result<Result<KProbeLink, RefusedSite>, AttachError> {
+    match program.attach(&site.caller, offset) {
+        Ok(id) => Ok(Ok(take(program.take_link(id))?)),
+        Err(e) => Ok(Err(RefusedSite {
+            at: format!("{}+{offset:#x}", site.caller),
+            reason: Reason::of(e, |e| callsite_refusal(e)),
+        })),
+    }
 }
 
 /// How many slots each of the functions with `sites[i]` call sites gets, when `budget` slots

@@ -190,6 +190,20 @@ pub(super) fn kprobe_refusal(error: &dyn std::error::Error) -> String {
     }
 }
 
+/// Why the kernel refuses a kprobe inside a function: EINVAL there is an instruction it will
+/// not probe, not an entry it keeps out of reach.
+pub(super) fn callsite_refusal(error: &dyn std::error::Error) -> String {
+    let text = one_line(error);
+    if text.contains("os error 22") {
+        format!(
+            "{text}: the kernel will not probe this address (an instruction it cannot \
+             single-step or emulate, or a range kept from kprobes)"
+        )
+    } else {
+        text
+    }
+}
+
 /// An error and its causes on one line (aya nests the useful part, e.g. the errno).
 pub fn one_line(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();

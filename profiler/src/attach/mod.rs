@@ -28,7 +28,7 @@ mod syscalls;
 mod tracking;
 
 pub use btf::{BtfIndex, BtfParseError, KernelBtfError, kernel_btf};
-pub use callsite::{attach_call_sites, group_sites, site_slots};
+pub use callsite::{AttachedSites, RefusedSite, attach_call_sites, group_sites, site_slots};
 pub use error::{AttachError, Reason, one_line};
 pub use fd_limit::raise_fd_limit;
 pub use format::{FormatError, TracepointOffsets, field_offset};

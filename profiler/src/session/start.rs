@@ -183,7 +183,11 @@ pub(super) fn attach(spec: &SessionSpec, filter: &Filters) -> anyhow::Result<Att
         }
         if !sites.is_empty() {
             let at_sites = attach::attach_call_sites(&mut ebpf, &sites, entries, &mut progress)?;
-            links.extend(at_sites);
+            progress.clear();
+            for refused in &at_sites.refused {
+                eprintln!("hotprof: note: {refused}; its calls are not counted");
+            }
+            links.extend(at_sites.links);
         }
         progress.clear();
         mode

@@ -26,8 +26,8 @@ Usage: syscall_lat N [--threads T] [--marker] [--call getpid|getppid]
                each make N calls
   --call C     the system call to make: getpid (default) or getppid, which
                takes the same path through its own functions
-  --marker     execute the bench's marker instruction (an x86-64 nop that
-               `cargo xtask bench --only insns` counts instructions between)
+  --marker     execute the bench's marker instruction (a nop, x86-64 or arm64,
+               that `cargo xtask bench --only insns` counts instructions between)
                right before and right after the loop; one thread only
 
 Each thread times its own loop with CLOCK_MONOTONIC.
@@ -75,7 +75,9 @@ fn run(args: &Args) -> Result<Report, Error> {
         return Err(Error::usage("--marker needs one thread (--threads 1)"));
     }
     if marker && !MARKER_SUPPORTED {
-        return Err(Error::usage("--marker is an x86-64 instruction"));
+        return Err(Error::usage(
+            "--marker has no instruction on this architecture (x86-64 and arm64 only)",
+        ));
     }
     let pid = workloads::own_pid();
     let timing = run_threads(calls, threads as usize, marker, number)?;

@@ -63,6 +63,10 @@ pub struct BenchArgs {
     /// optimization), e.g. `target/guest/x86_64-unknown-linux-gnu/release/hotprof` of main.
     #[arg(long, value_name = "HOTPROF")]
     pub baseline_hotprof: Option<PathBuf>,
+    /// The guests' architecture. aarch64 (Debian's arm64 6.12 on qemu's `virt` board, TCG)
+    /// runs the insns section only: the others time the host or compare with its bpftrace.
+    #[arg(long, value_enum, default_value = "x86_64")]
+    pub arch: Arch,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -83,6 +87,12 @@ pub enum Section {
 
 pub fn run(args: &BenchArgs) -> Result<ExitCode> {
     let started = Instant::now();
+    if args.arch != Arch::X86_64 && args.only != [Section::Insns] {
+        bail!(
+            "--arch {} runs only the instruction counts: add --only insns",
+            args.arch
+        );
+    }
     let wants = |section| args.only.is_empty() || args.only.contains(&section);
     if !args.no_build {
         setup::run_all()?;
@@ -91,7 +101,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
     // the guest build; it is waited for before anything is measured.
     let flame_inputs = wants(Section::Flame).then(|| std::thread::spawn(flame::prepare));
     if !args.no_build {
-        build::build_guest_with_examples(Arch::X86_64, &["empty_probe"])?;
+        build::build_guest_with_examples(args.arch, &["empty_probe"])?;
     }
     let flame_inputs = match flame_inputs {
         Some(handle) => Some(
@@ -102,7 +112,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         ),
         None => None,
     };
-    let tools = Tools::build(args.baseline_hotprof.as_deref())?;
+    let tools = Tools::build(args.arch, args.baseline_hotprof.as_deref())?;
     let dir = target_dir().join("bench");
     fs::create_dir_all(&dir).with_context(|| format!("could not create {}", dir.display()))?;
 
@@ -171,6 +181,8 @@ fn header(args: &BenchArgs) -> Result<String> {
 
 /// The programs the bench runs and the guest layer that carries the extra ones.
 pub struct Tools {
+    /// The guests' architecture (the host runs x86_64 builds only).
+    pub arch: Arch,
     /// Static guest builds (they run on the host too): hotprof, syscall_lat, empty_probe.
     pub bin_dir: PathBuf,
     /// cpio layer with empty_probe and bpftrace (+ its libraries) for the guest.
@@ -182,8 +194,8 @@ pub struct Tools {
 const BPFTRACE: &str = "/usr/bin/bpftrace";
 
 impl Tools {
-    fn build(baseline_hotprof: Option<&Path>) -> Result<Self> {
-        let empty_probe = build::guest_bin_dir(Arch::X86_64)
+    fn build(arch: Arch, baseline_hotprof: Option<&Path>) -> Result<Self> {
+        let empty_probe = build::guest_bin_dir(arch)
             .join("examples")
             .join("empty_probe");
         if !empty_probe.is_file() {
@@ -204,9 +216,10 @@ impl Tools {
             }
             None => None,
         };
-        let guest_layer = guest_layer(&empty_probe, baseline.as_deref())?;
+        let guest_layer = guest_layer(arch, &empty_probe, baseline.as_deref())?;
         Ok(Self {
-            bin_dir: build::guest_bin_dir(Arch::X86_64),
+            arch,
+            bin_dir: build::guest_bin_dir(arch),
             guest_layer,
             baseline_hotprof: baseline,
         })
@@ -220,21 +233,33 @@ impl Tools {
 
 /// Builds (or reuses) `target/bench/guest-layer.cpio`: `/bin/empty_probe`, `/bin/bpftrace`,
 /// and every shared library `ldd` lists for bpftrace at its host path (the dynamic loader at
-/// `/lib64`), so the host's bpftrace runs unchanged in the busybox guest.
-fn guest_layer(empty_probe: &Path, baseline_hotprof: Option<&Path>) -> Result<PathBuf> {
-    if !Path::new(BPFTRACE).is_file() {
-        bail!("{BPFTRACE} not found: `cargo xtask setup` installs bpftrace");
-    }
-    let ldd = stdout_of(Command::new("ldd").arg(BPFTRACE))
-        .context("could not list bpftrace's libraries with ldd")?;
-    let libraries = ldd_paths(&ldd);
-    let mut inputs = vec![empty_probe.to_path_buf(), PathBuf::from(BPFTRACE)];
+/// `/lib64`), so the host's bpftrace runs unchanged in the busybox guest. An aarch64 layer
+/// (`guest-layer-aarch64.cpio`) has no bpftrace: the host's is an x86-64 build.
+fn guest_layer(arch: Arch, empty_probe: &Path, baseline_hotprof: Option<&Path>) -> Result<PathBuf> {
+    let bpftrace = (arch == Arch::X86_64).then_some(Path::new(BPFTRACE));
+    let libraries = match bpftrace {
+        Some(bpftrace) => {
+            if !bpftrace.is_file() {
+                bail!("{BPFTRACE} not found: `cargo xtask setup` installs bpftrace");
+            }
+            let ldd = stdout_of(Command::new("ldd").arg(bpftrace))
+                .context("could not list bpftrace's libraries with ldd")?;
+            ldd_paths(&ldd)
+        }
+        None => Vec::new(),
+    };
+    let mut inputs = vec![empty_probe.to_path_buf()];
+    inputs.extend(bpftrace.map(Path::to_path_buf));
     inputs.extend(libraries.iter().cloned());
     inputs.extend(baseline_hotprof.map(Path::to_path_buf));
     let dir = target_dir().join("bench");
     fs::create_dir_all(&dir).with_context(|| format!("could not create {}", dir.display()))?;
-    let layer = dir.join("guest-layer.cpio");
-    let stamp_path = dir.join("guest-layer.stamp");
+    let name = match arch.subdir() {
+        Some(arch) => format!("guest-layer-{arch}"),
+        None => "guest-layer".to_owned(),
+    };
+    let layer = dir.join(format!("{name}.cpio"));
+    let stamp_path = dir.join(format!("{name}.stamp"));
     let stamp = fingerprint(&inputs)?;
     if layer.is_file() && fs::read_to_string(&stamp_path).is_ok_and(|old| old == stamp) {
         return Ok(layer);
@@ -254,7 +279,9 @@ fn guest_layer(empty_probe: &Path, baseline_hotprof: Option<&Path>) -> Result<Pa
     let read =
         |path: &Path| fs::read(path).with_context(|| format!("could not read {}", path.display()));
     cpio.file("bin/empty_probe", 0o755, &read(empty_probe)?);
-    cpio.file("bin/bpftrace", 0o755, &read(Path::new(BPFTRACE))?);
+    if let Some(bpftrace) = bpftrace {
+        cpio.file("bin/bpftrace", 0o755, &read(bpftrace)?);
+    }
     if let Some(baseline) = baseline_hotprof {
         cpio.file("bin/hotprof_baseline", 0o755, &read(baseline)?);
     }
@@ -314,7 +341,7 @@ pub fn vm_run_with(
         timeout,
         extra_layers: vec![tools.guest_layer.clone()],
         memory_mb: GUEST_MEMORY_MB,
-        ..VmRun::new(Kernel::V6_12, script, out_dir)
+        ..VmRun::new(Kernel::V6_12, script, out_dir).on(tools.arch)
     };
     adjust(&mut run);
     step("bench", &format!("{} guest: {name}", run.kernel.name()));

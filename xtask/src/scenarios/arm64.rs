@@ -66,7 +66,9 @@ fn supports(kernel: Kernel) -> Supports {
 /// by arm64's own syscall numbers; on 7.x a call lost there must be one the kernel counted
 /// as missed, as its raw runs are preemptible); and the notrace write copy at its
 /// call sites (`bl` found in the kernel's code), exactly dd's writes to tmpfs, all at
-/// `generic_perform_write`'s site. The calibrated runs print their probe overhead
+/// `generic_perform_write`'s site; `__task_pid_nr_ns` at its ~120 call sites, those the
+/// kernel refuses to probe left out with a note each, counting what a kprobe at its entry
+/// counts. The calibrated runs print their probe overhead
 /// (calibrated on arm64's own symbols: `__arm64_sys_arm64_personality`, getpid's wrapper).
 pub fn arm64_exact_counts(ctx: &mut Ctx) -> Result<()> {
     let kernel = ctx.kernel();
@@ -83,6 +85,8 @@ hotprof --fn __arm64_sys_getpid --mode kprobe --no-kprobe-session --no-calibrate
 hotprof --syscall getpid --syscall-mode tracepoint --json /out/syscall.json -- syscall_lat {CALLS} || echo syscall_failed=$?
 hotprof --syscall getpid --syscall-mode raw --json /out/raw.json -- syscall_lat {CALLS} || echo raw_failed=$?
 hotprof --fn {copy} --json /out/sites.json -- dd if=/dev/zero of=/tmp/w bs=4k count={WRITES} || echo callsite_failed=$?
+hotprof --fn __task_pid_nr_ns --mode callsite --no-calibrate --json /out/pid_sites.json -- syscall_lat {CALLS} || echo pid_sites_failed=$?
+hotprof --fn __task_pid_nr_ns --mode kprobe --no-kprobe-multi --no-kprobe-session --no-calibrate --json /out/pid_entry.json -- syscall_lat {CALLS} || echo pid_entry_failed=$?
 "#
     ))?;
     guest.expect_exit(0)?;
@@ -99,6 +103,8 @@ hotprof --fn {copy} --json /out/sites.json -- dd if=/dev/zero of=/tmp/w bs=4k co
         "syscall_failed=",
         "raw_failed=",
         "callsite_failed=",
+        "pid_sites_failed=",
+        "pid_entry_failed=",
     ] {
         let lines = guest.lines_containing(failed);
         ensure!(lines.is_empty(), "a hotprof run failed: {lines:?}");
@@ -201,6 +207,40 @@ hotprof --fn {copy} --json /out/sites.json -- dd if=/dev/zero of=/tmp/w bs=4k co
         callers.iter().skip(1).all(|(_, calls)| *calls == 0),
         "other call sites of {copy} counted calls: {callers:?}"
     );
+
+    // A function with ~120 call sites, some of which the kernel refuses to probe (on 6.12 the
+    // instructions after `bl` in schedule_tail and do_coredump): the run goes on without
+    // them, each named in a note, and counts exactly what a kprobe at the entry counts (the
+    // same workload, so the same calls outside getpid's loop), all of getpid's at its site.
+    let at_entry = guest
+        .report("pid_entry.json")?
+        .function("__task_pid_nr_ns")?
+        .u64("count")?;
+    check_count(
+        &guest,
+        "pid_sites.json",
+        "__task_pid_nr_ns",
+        "callsite",
+        at_entry,
+    )?;
+    ensure!(
+        at_entry >= CALLS,
+        "__task_pid_nr_ns ran {at_entry} times under {CALLS} getpid calls"
+    );
+    let pid_callers = caller_rows(&guest.report("pid_sites.json")?, "__task_pid_nr_ns")?;
+    let getpid_site = pid_callers.first().context("no per-caller rows")?;
+    ensure!(
+        getpid_site.0.starts_with("__arm64_sys_getpid+0x") && getpid_site.1 >= CALLS,
+        "the busiest call site of __task_pid_nr_ns is {getpid_site:?}, want \
+         __arm64_sys_getpid+0x… with at least {CALLS} calls"
+    );
+    for note in guest.lines_containing("is not timed: the kernel refuses a kprobe at ") {
+        ensure!(
+            note.starts_with("hotprof: note: a call site in ")
+                && note.ends_with("; its calls are not counted"),
+            "a refused call site's note is not one line naming it: {note}"
+        );
+    }
 
     // Calibrated in every run that does not opt out: on arm64's own symbols.
     let overheads = guest.lines_containing("probe overhead: ~");

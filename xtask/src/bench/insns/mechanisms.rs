@@ -1,9 +1,11 @@
 //! What the instruction count measures: each probe mechanism, the variants run on it (no
 //! probe, its empty pair, its timing floor, hotprof with options, bpftrace), and the guests
-//! (suites) that run them: 6.12 for every mechanism it has, 7.x for fsession against fentry.
+//! (suites) that run them: 6.12 for every mechanism it has, 7.x for fsession against fentry,
+//! and with `--arch aarch64` an arm64 6.12 for its mechanisms and call-site mode's cost.
 
 use super::super::{bpftrace_hist_total, empty_probe, first_calls_line};
 use super::{MARKED_WORKLOAD, STACKS_EVERY};
+use crate::arch::Arch;
 use crate::kernels::Kernel;
 
 /// One probe mechanism and how each variant uses it.
@@ -26,22 +28,39 @@ pub(super) struct Mechanism {
     /// A session's goal against another mechanism's timing floor in the same guest: that
     /// mechanism's key and the most hotprof may cost against it.
     pub(super) below_floor_of: Option<(&'static str, f64)>,
+    /// Another mechanism timing the same function, whose hotprof row this one's is compared
+    /// with (call-site kprobes against fentry): its key.
+    pub(super) against_hotprof_of: Option<&'static str>,
+    /// How many more calls than the loop's the tool may count: the function's calls in the
+    /// followed workload outside the loop (the wrapper shell's start and exec).
+    pub(super) other_calls: u64,
 }
+
+/// getpid outside the loop: the wrapper shell's own (ash reads its pid at start).
+const GETPID_OTHER_CALLS: u64 = 4;
 
 /// The guests the section boots, each with the mechanisms it measures.
 pub(super) struct Suite {
+    pub(super) arch: Arch,
     pub(super) kernel: Kernel,
     pub(super) mechanisms: &'static [Mechanism],
 }
 
-pub(super) const SUITES: [Suite; 2] = [
+pub(super) const SUITES: [Suite; 3] = [
     Suite {
+        arch: Arch::X86_64,
         kernel: Kernel::V6_12,
         mechanisms: &MECHANISMS,
     },
     Suite {
+        arch: Arch::X86_64,
         kernel: Kernel::V7,
         mechanisms: &FSESSION_MECHANISMS,
+    },
+    Suite {
+        arch: Arch::Aarch64,
+        kernel: Kernel::V6_12,
+        mechanisms: &ARM64_MECHANISMS,
     },
 ];
 
@@ -62,6 +81,8 @@ const FENTRY: Mechanism = Mechanism {
     bpftrace_return: "kretfunc:__do_sys_getpid",
     bpftrace_goal: 0.5,
     below_floor_of: None,
+    against_hotprof_of: None,
+    other_calls: GETPID_OTHER_CALLS,
 };
 
 pub(super) const MECHANISMS: [Mechanism; 4] = [
@@ -78,6 +99,8 @@ pub(super) const MECHANISMS: [Mechanism; 4] = [
         bpftrace_return: "kretprobe:__x64_sys_getpid",
         bpftrace_goal: 0.5,
         below_floor_of: None,
+        against_hotprof_of: None,
+        other_calls: GETPID_OTHER_CALLS,
     },
     FENTRY,
     Mechanism {
@@ -93,6 +116,8 @@ pub(super) const MECHANISMS: [Mechanism; 4] = [
         bpftrace_return: "tracepoint:syscalls:sys_exit_getpid",
         bpftrace_goal: 0.5,
         below_floor_of: None,
+        against_hotprof_of: None,
+        other_calls: GETPID_OTHER_CALLS,
     },
     // kprobe mode's own choice for a lone ftrace-able function on 6.10+; `__x64_sys_getpid`
     // is not ftrace-able on Debian kernels. Its frames row is the kprobe.multi link.
@@ -110,6 +135,8 @@ pub(super) const MECHANISMS: [Mechanism; 4] = [
         bpftrace_goal: 0.5,
         // Below the perf kprobe's timing floor.
         below_floor_of: Some(("kprobe", 1.0)),
+        against_hotprof_of: None,
+        other_calls: GETPID_OTHER_CALLS,
     },
 ];
 
@@ -134,6 +161,82 @@ pub(super) const FSESSION_MECHANISMS: [Mechanism; 2] = [
         below_floor_of: Some(("fentry", 0.80)),
         ..FENTRY
     },
+];
+
+/// The arm64 guest (6.12: no fprobe, so no kprobe.session; bpftrace is not in its layer, the
+/// host's being an x86-64 build). arm64 syscalls enter `__arm64_sys_getpid` directly (no
+/// `__do_sys_` for a syscall without arguments), which fentry and kprobes both take. Call-site
+/// mode times `__task_pid_nr_ns` at its `bl` in `__arm64_sys_getpid` (getpid's own path: one
+/// call per getpid), against fentry on the same function: arm64 has no kprobe jump
+/// optimisation, so each call-site kprobe is a breakpoint exception and the return site is
+/// single-stepped.
+const ARM64_KPROBE: Mechanism = Mechanism {
+    key: "kprobe",
+    title: "kprobe + kretprobe on `__arm64_sys_getpid` (arm64)",
+    floor_title: TASK_STORAGE_FLOOR,
+    variants: &ARM64_VARIANTS,
+    empty_mode: "kprobe",
+    empty_target: "__arm64_sys_getpid",
+    hotprof_args: "--fn __arm64_sys_getpid --mode kprobe",
+    frames_flag: "",
+    bpftrace_entry: "",
+    bpftrace_return: "",
+    bpftrace_goal: 0.5,
+    below_floor_of: None,
+    against_hotprof_of: None,
+    other_calls: GETPID_OTHER_CALLS,
+};
+
+pub(super) const ARM64_MECHANISMS: [Mechanism; 5] = [
+    ARM64_KPROBE,
+    Mechanism {
+        key: "fentry",
+        title: "fentry + fexit on `__arm64_sys_getpid` (arm64)",
+        empty_mode: "fentry",
+        hotprof_args: "--fn __arm64_sys_getpid --mode fentry",
+        ..ARM64_KPROBE
+    },
+    Mechanism {
+        key: "tracepoint",
+        title: "syscall tracepoints `sys_enter_getpid` + `sys_exit_getpid` (arm64)",
+        empty_mode: "tracepoint",
+        empty_target: "getpid",
+        hotprof_args: "--syscall getpid",
+        ..ARM64_KPROBE
+    },
+    Mechanism {
+        key: "neighbour",
+        title: "fentry + fexit on `__task_pid_nr_ns` (arm64; call-site mode's reference)",
+        variants: &[Variant::Hotprof],
+        empty_mode: "fentry",
+        empty_target: "__task_pid_nr_ns",
+        hotprof_args: "--fn __task_pid_nr_ns --mode fentry",
+        other_calls: PID_NR_OTHER_CALLS,
+        ..ARM64_KPROBE
+    },
+    Mechanism {
+        key: "callsite",
+        title: "call-site kprobes on `__task_pid_nr_ns` (arm64: a breakpoint at each `bl`, \
+                the next instruction single-stepped)",
+        variants: &[Variant::Hotprof],
+        empty_mode: "",
+        empty_target: "__task_pid_nr_ns",
+        hotprof_args: "--fn __task_pid_nr_ns --mode callsite",
+        against_hotprof_of: Some("neighbour"),
+        other_calls: PID_NR_OTHER_CALLS,
+        ..ARM64_KPROBE
+    },
+];
+
+/// `__task_pid_nr_ns` outside getpid: the wrapper shell's start, fork and exec (18 on arm64
+/// 6.12, in fentry and call-site mode alike).
+const PID_NR_OTHER_CALLS: u64 = 40;
+
+const ARM64_VARIANTS: [Variant; 4] = [
+    Variant::Empty,
+    Variant::Floor,
+    Variant::Hotprof,
+    Variant::HotprofStacks,
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

@@ -334,6 +334,11 @@ impl Category {
             "in_irq_stack",
             "get_stack_info",
             "is_kernel_text",
+            // arm64's unwinder.
+            "kunwind_",
+            "arch_stack_walk",
+            "arch_bpf_stack_walk",
+            "callchain_trace",
         ];
         if STACK_WALK.iter().any(|p| symbol.starts_with(p)) {
             return Category::StackWalk;
@@ -344,6 +349,10 @@ impl Category {
             "__bpf_prog_exit",
             "__bpf_tramp_",
             "bpf_tramp",
+            // arm64: the patched `bl` at a function's entry reaches the trampoline through
+            // ftrace's own (call ops, direct calls).
+            "ftrace_caller",
+            "ftrace_common",
         ];
         if TRAMPOLINE.iter().any(|p| symbol.starts_with(p)) {
             return Category::Trampoline;
@@ -369,6 +378,21 @@ impl Category {
             "skip_prefixes",
             "objpool_",
             "ftrace_trampoline",
+            // arm64: a kprobe is a BRK exception, its single step another debug exception.
+            "el1h_64_sync",
+            "el1_dbg",
+            "arm64_enter_el1_dbg",
+            "arm64_exit_el1_dbg",
+            "do_debug_exception",
+            "brk_handler",
+            "call_break_hook",
+            "single_step_handler",
+            "call_step_hook",
+            "do_el1_brk64",
+            "ret_to_kernel",
+            // The debug exception's entry and exit account it as an NMI.
+            "ct_nmi_enter",
+            "ct_nmi_exit",
         ];
         if KPROBE.iter().any(|p| symbol.starts_with(p))
             || symbol.contains("kprobe")
