@@ -287,9 +287,54 @@ pub fn download(package: &str, arch: Arch, dir: &Path) -> Result<()> {
         .with_context(|| format!("apt-get download {package} failed"))
 }
 
+/// The packages `apt-get install PACKAGE` would install on a machine with nothing installed
+/// (`spec` may pin a suite: `bpftrace/sid`), as `name=version`, dependencies first, from
+/// `arch`'s lists (refreshed first if stale). Recommends are left out.
+pub fn closure(spec: &str, arch: Arch) -> Result<Vec<String>> {
+    update(false, arch)?;
+    // An empty dpkg status: nothing counts as installed, so every dependency is listed.
+    let status = root(arch).join("empty-status");
+    fs::write(&status, "").with_context(|| format!("could not write {}", status.display()))?;
+    let mut cmd = apt("apt-get", arch);
+    cmd.args(["-o", &format!("Dir::State::status={}", status.display())])
+        .args(["-s", "-q", "install", "--no-install-recommends", spec]);
+    let plan = util::stdout_of(&mut cmd)
+        .with_context(|| format!("apt-get could not resolve {spec}'s dependencies"))?;
+    let packages = installs(&plan);
+    if packages.is_empty() {
+        bail!("apt-get would install nothing for {spec}:\n{plan}");
+    }
+    Ok(packages)
+}
+
+/// `name=version` of each `Inst name (version suite [arch])` line of `apt-get -s`.
+fn installs(plan: &str) -> Vec<String> {
+    plan.lines()
+        .filter_map(|line| {
+            let mut words = line.strip_prefix("Inst ")?.split_whitespace();
+            let name = words.next()?;
+            let version = words.next()?.strip_prefix('(')?;
+            Some(format!("{name}={version}"))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_the_installs_of_a_simulated_install() {
+        let plan = "NOTE: This is only a simulation!\n\
+                    Inst libc6 (2.43-7 Debian:unstable [arm64])\n\
+                    Inst libgcc-s1 (16.2.0-4 Debian:unstable [arm64]) []\n\
+                    Conf libc6 (2.43-7 Debian:unstable [arm64])\n\
+                    Inst bpftrace (0.27.1-1 Debian:unstable [arm64])\n";
+        assert_eq!(
+            installs(plan),
+            ["libc6=2.43-7", "libgcc-s1=16.2.0-4", "bpftrace=0.27.1-1"]
+        );
+    }
 
     #[test]
     fn finds_the_archives_in_deb822_sources() {

@@ -88,6 +88,22 @@ impl Arch {
         }
     }
 
+    /// Debian's multiarch triplet: its libraries' directory under `/usr/lib`.
+    pub fn triplet(self) -> &'static str {
+        match self {
+            Arch::X86_64 => "x86_64-linux-gnu",
+            Arch::Aarch64 => "aarch64-linux-gnu",
+        }
+    }
+
+    /// The file name of glibc's dynamic loader.
+    pub fn dynamic_loader(self) -> &'static str {
+        match self {
+            Arch::X86_64 => "ld-linux-x86-64.so.2",
+            Arch::Aarch64 => "ld-linux-aarch64.so.1",
+        }
+    }
+
     /// `Machine:` in `readelf -h`'s header dump of its binaries.
     pub fn readelf_machine(self) -> &'static str {
         match self {

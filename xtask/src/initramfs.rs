@@ -85,6 +85,7 @@ const BASE_FORMAT: u32 = 1;
 const S_IFDIR: u32 = 0o040_000;
 const S_IFREG: u32 = 0o100_000;
 const S_IFCHR: u32 = 0o020_000;
+const S_IFLNK: u32 = 0o120_000;
 
 /// An in-memory `newc` cpio archive.
 #[derive(Default)]
@@ -104,6 +105,11 @@ impl Cpio {
 
     pub fn file(&mut self, path: &str, perm: u32, contents: &[u8]) {
         self.entry(path, S_IFREG | perm, (0, 0), contents);
+    }
+
+    /// A symbolic link at `path` to `target` (the link's contents).
+    pub fn symlink(&mut self, path: &str, target: &str) {
+        self.entry(path, S_IFLNK | 0o777, (0, 0), target.as_bytes());
     }
 
     pub fn char_device(&mut self, path: &str, perm: u32, major: u32, minor: u32) {

@@ -18,6 +18,7 @@ mod host_deb;
 mod host_heatmap;
 mod initramfs;
 mod kernels;
+mod peers;
 mod scenarios;
 mod setup;
 mod soak;

@@ -144,6 +144,7 @@ fn run_suite(tools: &Tools, plugin: &Path, suite: &Suite, first: bool) -> Result
         run.kernel = suite.kernel;
         // A plugin only sees TCG: under KVM it would count nothing.
         run.accel = Accel::Tcg;
+
         run.extra_qemu_args = vec!["-plugin".into(), plugin_arg];
     })?;
     let report_text = fs::read_to_string(&report_path).with_context(|| {
@@ -204,12 +205,16 @@ fn run_suite(tools: &Tools, plugin: &Path, suite: &Suite, first: bool) -> Result
         );
     }
     let callsite = read_or_empty(&out.join("callsite.txt"));
+    let notes = Notes {
+        callsite: &callsite,
+        bpftrace: &tools.bpftrace,
+    };
     let markdown = render(
         suite,
         first,
         &runs,
         &measured,
-        &callsite,
+        &notes,
         started.elapsed(),
         base_table.len(),
     );
@@ -327,16 +332,25 @@ fn read_or_empty(path: &Path) -> String {
 
 /// The markdown: per mechanism the instruction table and goals, the determinism check, then
 /// where each variant's instructions go.
+/// What the guest and the tools said beside the runs.
+struct Notes<'a> {
+    /// The x86-64 call-site attempt's output.
+    callsite: &'a str,
+    /// Which bpftrace ran.
+    bpftrace: &'a str,
+}
+
 fn render(
     suite: &Suite,
     first: bool,
     runs: &[Run],
     measured: &BTreeMap<String, Measured>,
-    callsite: &str,
+    notes: &Notes,
     took: Duration,
     kernel_symbols: usize,
 ) -> String {
     let bare = &measured["bare"];
+    let bpftrace = notes.bpftrace;
     let mechanisms = suite.mechanisms;
     let kernel = suite.kernel.name();
     let mut out = if suite.arch == Arch::Aarch64 {
@@ -344,9 +358,9 @@ fn render(
             "## Instructions per call on arm64 {kernel} (QEMU TCG plugin)\n\n\
              Counted as in the x86-64 section (`cargo xtask bench --arch aarch64 --only insns`; \
              the marker is `hint #0x7e`), in one TCG boot of Debian's arm64 {kernel} on qemu's \
-             `virt` board (`-cpu max`), workload on CPU 1, tools on CPU 0. No bpftrace rows: the \
-             bench's bpftrace is the host's x86-64 build, and no arm64 one is laid into this \
-             guest yet. No kprobe.session: Debian's arm64 {kernel} has no `CONFIG_FPROBE`.\n\n"
+             `virt` board (`-cpu max`), workload on CPU 1, tools on CPU 0. bpftrace: {}. No \
+             kprobe.session: Debian's arm64 {kernel} has no `CONFIG_FPROBE`.\n\n",
+            bpftrace
         )
     } else if first {
         format!(
@@ -364,7 +378,7 @@ fn render(
          − the unprobed run's. \"program entries\" are the plugin's count of BPF program \
          and subprogram starts per call (at least 2 required), and the check also compares \
          the tool's own call count (hotprof, floor, bpftrace) with the calls made: both show \
-         the probe really ran on every call.\n\n"
+         the probe really ran on every call. bpftrace: {bpftrace}.\n\n"
         )
     } else {
         format!(
@@ -564,7 +578,7 @@ fn render(
         }
         out.push('\n');
     }
-    let callsite_line = last_line(callsite);
+    let callsite_line = last_line(notes.callsite);
     if first && suite.arch == Arch::X86_64 {
         let _ = writeln!(
             out,
@@ -851,8 +865,9 @@ mod tests {
         assert_eq!(suites.len(), 1);
         let runs = runs(&ARM64_MECHANISMS);
         let script = guest_script(&runs, &ARM64_MECHANISMS, Arch::Aarch64);
-        // No x86 call-site attempt, no bpftrace (the host's is x86-64).
-        assert!(!script.contains("__x64_sys_getpid") && !script.contains("bpftrace"));
+        // No x86 call-site attempt; bpftrace on arm64's own probes.
+        assert!(!script.contains("__x64_sys_getpid"));
+        assert!(script.contains("bpftrace -e 'fentry:__arm64_sys_getpid /pid == cpid/"));
         assert!(script.contains("hotprof --fn __task_pid_nr_ns --mode callsite --no-calibrate"));
         let callsite = ARM64_MECHANISMS
             .iter()

@@ -39,6 +39,7 @@ use crate::arch::Arch;
 use crate::build;
 use crate::initramfs::{Cpio, fingerprint};
 use crate::kernels::Kernel;
+use crate::peers;
 use crate::setup;
 use crate::util::{fresh_dir, secs, stdout_of, step, target_dir};
 use crate::vm::{self, VmOutcome, VmRun};
@@ -185,8 +186,11 @@ pub struct Tools {
     pub arch: Arch,
     /// Static guest builds (they run on the host too): hotprof, syscall_lat, empty_probe.
     pub bin_dir: PathBuf,
-    /// cpio layer with empty_probe and bpftrace (+ its libraries) for the guest.
-    pub guest_layer: PathBuf,
+    /// cpio layers for the guest: empty_probe and (x86_64) the host's bpftrace with its
+    /// libraries; on aarch64 sid's bpftrace with its own ([`peers`](crate::peers)).
+    pub guest_layers: Vec<PathBuf>,
+    /// The guests' bpftrace: `bpftrace VERSION` and where it comes from.
+    pub bpftrace: String,
     /// `--baseline-hotprof`, copied to `target/bench/baseline/hotprof_baseline`.
     pub baseline_hotprof: Option<PathBuf>,
 }
@@ -216,11 +220,23 @@ impl Tools {
             }
             None => None,
         };
-        let guest_layer = guest_layer(arch, &empty_probe, baseline.as_deref())?;
+        let mut guest_layers = vec![guest_layer(arch, &empty_probe, baseline.as_deref())?];
+        let bpftrace = match arch {
+            Arch::X86_64 => format!("{} (the host's)", host_bpftrace_version()?),
+            Arch::Aarch64 => {
+                let sid = peers::layer(arch, &[peers::BPFTRACE])?;
+                guest_layers.push(sid.cpio);
+                format!(
+                    "{} (Debian sid's arm64 build, with its own libraries)",
+                    sid.versions.join(", ")
+                )
+            }
+        };
         Ok(Self {
             arch,
             bin_dir: build::guest_bin_dir(arch),
-            guest_layer,
+            guest_layers,
+            bpftrace,
             baseline_hotprof: baseline,
         })
     }
@@ -234,7 +250,8 @@ impl Tools {
 /// Builds (or reuses) `target/bench/guest-layer.cpio`: `/bin/empty_probe`, `/bin/bpftrace`,
 /// and every shared library `ldd` lists for bpftrace at its host path (the dynamic loader at
 /// `/lib64`), so the host's bpftrace runs unchanged in the busybox guest. An aarch64 layer
-/// (`guest-layer-aarch64.cpio`) has no bpftrace: the host's is an x86-64 build.
+/// (`guest-layer-aarch64.cpio`) has no bpftrace: the host's is an x86-64 build (the arm64
+/// guests get sid's from [`peers`]).
 fn guest_layer(arch: Arch, empty_probe: &Path, baseline_hotprof: Option<&Path>) -> Result<PathBuf> {
     let bpftrace = (arch == Arch::X86_64).then_some(Path::new(BPFTRACE));
     let libraries = match bpftrace {
@@ -304,6 +321,13 @@ fn guest_layer(arch: Arch, empty_probe: &Path, baseline_hotprof: Option<&Path>) 
     Ok(layer)
 }
 
+/// `bpftrace VERSION` of the host's bpftrace (`bpftrace --version`: `bpftrace v0.17.0`).
+fn host_bpftrace_version() -> Result<String> {
+    let text = stdout_of(Command::new(BPFTRACE).arg("--version"))
+        .context("could not run bpftrace --version")?;
+    Ok(text.trim().replace(" v", " "))
+}
+
 /// The absolute paths in `ldd` output: `libx.so => /path (addr)` and the loader's `/path (addr)`.
 fn ldd_paths(ldd: &str) -> Vec<PathBuf> {
     ldd.lines()
@@ -339,7 +363,7 @@ pub fn vm_run_with(
     fresh_dir(&out_dir)?;
     let mut run = VmRun {
         timeout,
-        extra_layers: vec![tools.guest_layer.clone()],
+        extra_layers: tools.guest_layers.clone(),
         memory_mb: GUEST_MEMORY_MB,
         ..VmRun::new(Kernel::V6_12, script, out_dir).on(tools.arch)
     };

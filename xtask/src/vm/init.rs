@@ -75,6 +75,8 @@ export PATH=/bin HOME=/root TERM=dumb
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
+# As udev would: /dev/fd, which programs write through (sid's bpftrace compiles to /dev/fd/N).
+ln -s /proc/self/fd /dev/fd
 mount -t tracefs tracefs /sys/kernel/tracing
 mount -t debugfs debugfs /sys/kernel/debug
 mount -t bpf bpf /sys/fs/bpf

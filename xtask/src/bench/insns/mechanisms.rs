@@ -163,8 +163,8 @@ pub(super) const FSESSION_MECHANISMS: [Mechanism; 2] = [
     },
 ];
 
-/// The arm64 guest (6.12: no fprobe, so no kprobe.session; bpftrace is not in its layer, the
-/// host's being an x86-64 build). arm64 syscalls enter `__arm64_sys_getpid` directly (no
+/// The arm64 guest (6.12: no fprobe, so no kprobe.session; bpftrace is sid's arm64 build, the
+/// host's being an x86-64 one). arm64 syscalls enter `__arm64_sys_getpid` directly (no
 /// `__do_sys_` for a syscall without arguments), which fentry and kprobes both take. Call-site
 /// mode times `__task_pid_nr_ns` at its `bl` in `__arm64_sys_getpid` (getpid's own path: one
 /// call per getpid), against fentry on the same function: arm64 has no kprobe jump
@@ -179,8 +179,8 @@ const ARM64_KPROBE: Mechanism = Mechanism {
     empty_target: "__arm64_sys_getpid",
     hotprof_args: "--fn __arm64_sys_getpid --mode kprobe",
     frames_flag: "",
-    bpftrace_entry: "",
-    bpftrace_return: "",
+    bpftrace_entry: "kprobe:__arm64_sys_getpid",
+    bpftrace_return: "kretprobe:__arm64_sys_getpid",
     bpftrace_goal: 0.5,
     below_floor_of: None,
     against_hotprof_of: None,
@@ -194,6 +194,8 @@ pub(super) const ARM64_MECHANISMS: [Mechanism; 5] = [
         title: "fentry + fexit on `__arm64_sys_getpid` (arm64)",
         empty_mode: "fentry",
         hotprof_args: "--fn __arm64_sys_getpid --mode fentry",
+        bpftrace_entry: "fentry:__arm64_sys_getpid",
+        bpftrace_return: "fexit:__arm64_sys_getpid",
         ..ARM64_KPROBE
     },
     Mechanism {
@@ -202,6 +204,8 @@ pub(super) const ARM64_MECHANISMS: [Mechanism; 5] = [
         empty_mode: "tracepoint",
         empty_target: "getpid",
         hotprof_args: "--syscall getpid",
+        bpftrace_entry: "tracepoint:syscalls:sys_enter_getpid",
+        bpftrace_return: "tracepoint:syscalls:sys_exit_getpid",
         ..ARM64_KPROBE
     },
     Mechanism {
@@ -232,11 +236,12 @@ pub(super) const ARM64_MECHANISMS: [Mechanism; 5] = [
 /// 6.12, in fentry and call-site mode alike).
 const PID_NR_OTHER_CALLS: u64 = 40;
 
-const ARM64_VARIANTS: [Variant; 4] = [
+const ARM64_VARIANTS: [Variant; 5] = [
     Variant::Empty,
     Variant::Floor,
     Variant::Hotprof,
     Variant::HotprofStacks,
+    Variant::Bpftrace,
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
