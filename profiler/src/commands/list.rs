@@ -48,6 +48,14 @@ pub fn run(args: &ListArgs) -> anyhow::Result<i32> {
     // list a function that the kernel still refuses to probe in any way.
     let tries = crate::commands::doctor::attach_tries(&kernel);
     let refused = |tried: &Tried| matches!(tried, Tried::Fails(_));
+    // Absent before 7.0: the kernel's BTF names the attach type where it has it.
+    let fsession = if !btf.is_some_and(|b| b.enumerator("BPF_TRACE_FSESSION").is_some()) {
+        Fsession::Absent
+    } else if refused(&tries.fsession) {
+        Fsession::Refused
+    } else {
+        Fsession::Available
+    };
     let callsites = call_sites(&kernel, &symbols);
     println!("{}", header());
     for (index, name) in symbols.iter().enumerate() {
@@ -66,6 +74,7 @@ pub fn run(args: &ListArgs) -> anyhow::Result<i32> {
             kprobes,
             kprobe_refused: refused(&tries.kprobe),
             fentry_refused: refused(&tries.fentry),
+            fsession,
             btf: btf.is_some(),
             blacklisted,
             in_btf: in_btf(name),
@@ -123,6 +132,16 @@ fn callsite_verdict(sites: &CallSites) -> String {
 /// A mode the kernel refused outright when doctor's tries asked it.
 const REFUSED: &str = "no (refused; see doctor)";
 
+/// Whether the kernel runs fsession programs (Linux 7.0+), as doctor's try found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fsession {
+    /// No `BPF_TRACE_FSESSION` in the kernel's BTF.
+    Absent,
+    /// The kernel has it, but refused doctor's fsession program.
+    Refused,
+    Available,
+}
+
 /// What decides whether each probe mode can attach to one function.
 #[derive(Clone, Copy, Debug)]
 struct Facts {
@@ -132,6 +151,7 @@ struct Facts {
     kprobe_refused: bool,
     /// The kernel refused doctor's fentry on getpid (e.g. `BPF_PROG_LOAD` not permitted).
     fentry_refused: bool,
+    fsession: Fsession,
     /// The kernel has BTF at all.
     btf: bool,
     /// On the kprobe blacklist.
@@ -184,20 +204,37 @@ impl Facts {
     }
 }
 
+impl Facts {
+    /// The fsession column: fsession attaches through the trampoline fentry uses, so where
+    /// the kernel has it, it takes what fentry takes.
+    fn fsession(&self) -> &'static str {
+        match self.fsession {
+            Fsession::Absent => "no (needs Linux 7.0)",
+            Fsession::Refused => REFUSED,
+            Fsession::Available => match self.fentry() {
+                "yes" => "yes",
+                "tried at attach (unlisted)" => "tried at attach",
+                _ => "no (as fentry)",
+            },
+        }
+    }
+}
+
 /// The header of the table `hotprof list` prints.
 fn header() -> String {
     format!(
-        "{:<48} {:<28} {:<34} callsite",
-        "function", "kprobe", "fentry"
+        "{:<48} {:<28} {:<34} {:<24} callsite",
+        "function", "kprobe", "fentry", "fsession"
     )
 }
 
 /// One function's line of the table: whether each probe mode can attach to it.
 fn row(name: &str, facts: &Facts, callsite: &str) -> String {
     format!(
-        "{name:<48} {:<28} {:<34} {callsite}",
+        "{name:<48} {:<28} {:<34} {:<24} {callsite}",
         facts.kprobe(),
-        facts.fentry()
+        facts.fentry(),
+        facts.fsession()
     )
 }
 
@@ -209,6 +246,7 @@ mod tests {
         kprobes: true,
         kprobe_refused: false,
         fentry_refused: false,
+        fsession: Fsession::Available,
         btf: true,
         blacklisted: false,
         in_btf: true,
@@ -323,6 +361,28 @@ mod tests {
         );
     }
 
+    #[test]
+    fn fsession_takes_what_fentry_takes_where_the_kernel_has_it() {
+        let before_7_0 = Facts {
+            fsession: Fsession::Absent,
+            ..ALL_YES
+        };
+        assert_eq!(before_7_0.fsession(), "no (needs Linux 7.0)");
+        assert_eq!(ALL_YES.fsession(), "yes");
+        assert_eq!(unlisted(Ok(())).fsession(), "tried at attach");
+        assert_eq!(unlisted(Err(libc::EINVAL)).fsession(), "no (as fentry)");
+        let refused = Facts {
+            fsession: Fsession::Refused,
+            ..ALL_YES
+        };
+        assert_eq!(refused.fsession(), "no (refused; see doctor)");
+        assert_eq!(refused.fentry(), "yes");
+        // Every verdict fits its column.
+        for facts in [before_7_0, refused, unlisted(Ok(())), ALL_YES] {
+            assert!(facts.fsession().len() <= 24, "{}", facts.fsession());
+        }
+    }
+
     /// A kernel that refuses a mode outright (doctor's try failed) gets "no" in that column
     /// for every function, whatever the files say: `list` and `doctor` agree.
     #[test]
@@ -373,30 +433,31 @@ mod tests {
             lines,
             [
                 format!(
-                    "{:<48} {:<28} {:<34} callsite",
-                    "function", "kprobe", "fentry"
+                    "{:<48} {:<28} {:<34} {:<24} callsite",
+                    "function", "kprobe", "fentry", "fsession"
                 ),
                 format!(
-                    "{:<48} {:<28} {:<34} yes (12 sites in 9 callers)",
-                    "vfs_read", "yes", "yes"
+                    "{:<48} {:<28} {:<34} {:<24} yes (12 sites in 9 callers)",
+                    "vfs_read", "yes", "yes", "yes"
                 ),
                 format!(
-                    "{:<48} {:<28} {:<34} yes (3 sites in 3 callers)",
-                    "copy_page_from_iter_atomic", "no (notrace)", "no (notrace)"
+                    "{:<48} {:<28} {:<34} {:<24} yes (3 sites in 3 callers)",
+                    "copy_page_from_iter_atomic", "no (notrace)", "no (notrace)", "no (as fentry)"
                 ),
                 format!(
-                    "{:<48} {:<28} {:<34} no (no direct callers)",
+                    "{:<48} {:<28} {:<34} {:<24} no (no direct callers)",
                     "__ep_eventpoll_poll.isra.0",
                     "no (blacklisted)",
-                    "no (not in BTF: alias or clone)"
+                    "no (not in BTF: alias or clone)",
+                    "no (as fentry)"
                 ),
             ]
         );
-        // The kprobe column starts at 49, fentry at 78 and callsite at 113, whatever the
-        // verdicts.
+        // The kprobe column starts at 49, fentry at 78, fsession at 113 and callsite at 138,
+        // whatever the verdicts.
         for line in &lines {
             assert!(!line.contains('\n'), "{line}");
-            for at in [48, 77, 112] {
+            for at in [48, 77, 112, 137] {
                 assert_eq!(line.as_bytes()[at], b' ', "{line}");
             }
         }
@@ -408,8 +469,8 @@ mod tests {
         assert_eq!(
             row(name, &ALL_YES, "yes (1 sites in 1 callers)"),
             format!(
-                "{name} {:<28} {:<34} yes (1 sites in 1 callers)",
-                "yes", "yes"
+                "{name} {:<28} {:<34} {:<24} yes (1 sites in 1 callers)",
+                "yes", "yes", "yes"
             )
         );
     }

@@ -5,10 +5,12 @@ use std::fs;
 use anyhow::{Context, Result, ensure};
 
 use super::harness::{Ctx, Guest};
+use super::kprobe_session::has_fsession;
 
 /// A glob attaches to every ftrace-listed match (≥ 50 here) and reports each one; with more
 /// functions than kprobe slots, the ones beyond them (sharing `kprobe_entry`) count exactly;
-/// `hotprof list` lists exactly the function symbols kallsyms has for the pattern.
+/// `hotprof list` lists exactly the function symbols kallsyms has for the pattern, and its
+/// columns say what doctor found (fsession: from 7.0).
 pub(super) fn glob_and_list(ctx: &mut Ctx) -> Result<()> {
     const GETPIDS: u64 = 5_000;
     let guest = ctx.run(&format!(
@@ -89,6 +91,17 @@ pub(super) fn glob_and_list(ctx: &mut Ctx) -> Result<()> {
     ensure!(
         columns.get(1..3) == Some(&["yes", "yes"][..]),
         "hotprof list vfs_read says `{row}` where doctor says kprobes and fentry work"
+    );
+    // fsession takes what fentry takes, from 7.0 on (doctor's fsession row says so too).
+    let fsession_ok = if has_fsession(ctx.kernel()) {
+        works("fsession") && columns.get(3) == Some(&"yes")
+    } else {
+        row.contains(" no (needs Linux 7.0) ")
+    };
+    ensure!(
+        fsession_ok,
+        "hotprof list vfs_read's fsession column on {} is wrong: `{row}`",
+        ctx.kernel()
     );
     Ok(())
 }

@@ -87,14 +87,15 @@ pub fn gather() -> Facts {
     }
 }
 
-/// What a run would get for a kprobe and for fentry, as doctor finds it (the same tries,
+/// What a run would get for a kprobe, fentry and fsession, as doctor finds it (the same tries,
 /// once): `hotprof list` says this instead of what the files alone suggest.
 pub struct AttachTries {
     pub kprobe: Tried,
     pub fentry: Tried,
+    pub fsession: Tried,
 }
 
-/// Doctor's kprobe and fentry tries alone, on getpid's functions as `kernel` lists them; not
+/// Doctor's kprobe, fentry and fsession tries alone, on getpid's functions as `kernel` lists them; not
 /// tried without the privileges a run needs.
 pub fn attach_tries(kernel: &KernelFunctions) -> AttachTries {
     if !privileges().sufficient {
@@ -102,6 +103,7 @@ pub fn attach_tries(kernel: &KernelFunctions) -> AttachTries {
         return AttachTries {
             kprobe: why(),
             fentry: why(),
+            fsession: why(),
         };
     }
     let mut loaded = match load_for_tries() {
@@ -111,19 +113,19 @@ pub fn attach_tries(kernel: &KernelFunctions) -> AttachTries {
             return AttachTries {
                 kprobe: not_loaded(),
                 fentry: not_loaded(),
+                fsession: not_loaded(),
             };
         }
     };
-    // Only the two tries `list` reports: not the hooks, sampler and links doctor also tries.
+    // Only the tries `list` reports: not the hooks, sampler and links doctor also tries.
+    let fentry_target = first(Some(kernel), FENTRY_TARGETS);
     AttachTries {
         kprobe: try_kprobe(
             &mut loaded.ebpf,
             first(Some(kernel), KPROBE_TARGETS).as_ref(),
         ),
-        fentry: try_fentry(
-            &mut loaded.ebpf,
-            first(Some(kernel), FENTRY_TARGETS).as_ref(),
-        ),
+        fentry: try_fentry(&mut loaded.ebpf, fentry_target.as_ref()),
+        fsession: try_fsession(&mut loaded.ebpf, fentry_target.as_ref()),
     }
 }
 
