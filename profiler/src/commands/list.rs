@@ -49,7 +49,7 @@ pub fn run(args: &ListArgs) -> anyhow::Result<i32> {
     let tries = crate::commands::doctor::attach_tries(&kernel);
     let refused = |tried: &Tried| matches!(tried, Tried::Fails(_));
     // Absent before 7.0: the kernel's BTF names the attach type where it has it.
-    let fsession = if !btf.is_some_and(|b| b.enumerator("BPF_TRACE_FSESSION").is_some()) {
+    let fsession = if btf.is_none_or(|b| b.enumerator("BPF_TRACE_FSESSION").is_none()) {
         Fsession::Absent
     } else if refused(&tries.fsession) {
         Fsession::Refused
