@@ -33,10 +33,21 @@ pub struct Peer {
     pub path: &'static str,
 }
 
+/// sid's bpftrace, beside the host's (`bpftrace`) in the x86-64 bench guests.
+pub const SID_BPFTRACE: &str = "bpftrace-sid";
+/// sid's libbpf-tools `funclatency`.
+pub const SID_FUNCLATENCY: &str = "funclatency";
+
 pub const BPFTRACE: Peer = Peer {
     package: "bpftrace",
-    command: "bpftrace",
+    command: SID_BPFTRACE,
     path: "usr/bin/bpftrace",
+};
+
+pub const FUNCLATENCY: Peer = Peer {
+    package: "libbpf-tools",
+    command: SID_FUNCLATENCY,
+    path: "usr/sbin/funclatency-libbpf",
 };
 
 /// A built layer and what is in it.

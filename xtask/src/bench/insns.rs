@@ -45,6 +45,9 @@ const CALLS: u64 = 100_000;
 /// `--stacks-every N` in its variant: the sampled stacks' cost against the goal of ≤ 2× plain.
 const STACKS_EVERY: u32 = 8;
 
+/// hotprof against funclatency, a hand-written C tool doing the same histogram (issue #36).
+const FUNCLATENCY_GOAL: f64 = 1.0;
+
 /// Rows of each attribution table.
 const TOP_SYMBOLS: usize = 15;
 
@@ -404,7 +407,7 @@ fn render(
             return format!(
                 "failed (exit {}): {}",
                 exit.unwrap_or("?"),
-                last_line(&run.output)
+                why_failed(&run.output)
             );
         }
         if run.window.is_none() {
@@ -436,10 +439,12 @@ fn render(
         match variant.tool_count(&run.output) {
             None => "ok".into(),
             Some(None) => format!("no call count in its output: {}", last_line(&run.output)),
-            // The floor has no pid filter and also times any other task's getpid.
+            // The floor and funclatency have no pid filter and also time any other task's
+            // getpid.
             Some(Some(count))
                 if count >= CALLS
-                    && (count <= CALLS + other_calls || variant == Variant::Floor) =>
+                    && (count <= CALLS + other_calls
+                        || matches!(variant, Variant::Floor | Variant::Funclatency)) =>
             {
                 "ok".into()
             }
@@ -500,19 +505,32 @@ fn render(
                 1.10,
             ));
         }
+        // The goals are against the newest peers (sid's); the host's bpftrace is history.
         if has(Variant::Bpftrace) {
             out.push_str(&ratio_line(
-                "hotprof / bpftrace",
+                "hotprof / the host's bpftrace (history)",
                 of(Variant::Hotprof),
                 of(Variant::Bpftrace),
-                mechanism.bpftrace_goal,
+                f64::NAN,
             ));
-            out.push_str(&reachable_line(
-                of(Variant::Floor),
-                of(Variant::Bpftrace),
+        }
+        for (peer, goal, name) in [
+            (
+                Variant::SidBpftrace,
                 mechanism.bpftrace_goal,
-                "bpftrace",
-            ));
+                "sid's bpftrace",
+            ),
+            (Variant::Funclatency, FUNCLATENCY_GOAL, "sid's funclatency"),
+        ] {
+            if has(peer) {
+                out.push_str(&ratio_line(
+                    &format!("hotprof / {name}"),
+                    of(Variant::Hotprof),
+                    of(peer),
+                    goal,
+                ));
+                out.push_str(&reachable_line(of(Variant::Floor), of(peer), goal, name));
+            }
         }
         if has(Variant::HotprofStacks) {
             out.push_str(&ratio_line(
@@ -801,6 +819,14 @@ fn hotprof_mode(output: &str) -> Option<&str> {
     })
 }
 
+/// A failed run's reason: its first `ERROR:` line (bpftrace ends with the source it
+/// underlines), else its last line.
+fn why_failed(text: &str) -> &str {
+    text.lines()
+        .find(|line| line.contains("ERROR:"))
+        .map_or_else(|| last_line(text), str::trim)
+}
+
 fn last_line(text: &str) -> &str {
     text.lines()
         .rev()
@@ -822,7 +848,12 @@ mod tests {
         for mechanism in SUITES.iter().flat_map(|suite| suite.mechanisms) {
             for &variant in mechanism.variants {
                 let command = variant.command(mechanism, "/out/x.syms");
-                assert!(command.starts_with("taskset 1 "), "{command}");
+                // funclatency runs no command: it is started (pinned) before the workload.
+                let tool = match variant {
+                    Variant::Funclatency => "( taskset 1 funclatency ",
+                    _ => "taskset 1 ",
+                };
+                assert!(command.starts_with(tool), "{command}");
                 assert!(command.contains("/tmp/marked /out/x.syms"), "{command}");
             }
         }
@@ -867,7 +898,8 @@ mod tests {
         let script = guest_script(&runs, &ARM64_MECHANISMS, Arch::Aarch64);
         // No x86 call-site attempt; bpftrace on arm64's own probes.
         assert!(!script.contains("__x64_sys_getpid"));
-        assert!(script.contains("bpftrace -e 'fentry:__arm64_sys_getpid /pid == cpid/"));
+        assert!(script.contains("bpftrace-sid -e 'fentry:__arm64_sys_getpid /pid == cpid/"));
+        assert!(script.contains("funclatency __arm64_sys_getpid > /tmp/fl.txt"));
         assert!(script.contains("hotprof --fn __task_pid_nr_ns --mode callsite --no-calibrate"));
         let callsite = ARM64_MECHANISMS
             .iter()
@@ -892,6 +924,30 @@ mod tests {
             Some("callsite")
         );
         assert_eq!(expected_mode("neighbour", Variant::Hotprof), Some("fentry"));
+    }
+
+    #[test]
+    fn a_failed_run_says_why() {
+        let bpftrace = "stdin:1:1-24: ERROR: Probe has no valid attach points.\n\
+                        kprobe:__x64_sys_getpid {}\n~~~~~~\nbench-exit=1\n";
+        assert_eq!(
+            why_failed(bpftrace),
+            "stdin:1:1-24: ERROR: Probe has no valid attach points."
+        );
+        assert_eq!(why_failed("oops\nbench-exit=1\n"), "oops");
+    }
+
+    #[test]
+    fn funclatency_counts_its_log2_histogram() {
+        let output = "Tracing __do_sys_getpid.  Hit Ctrl-C to exit\n\
+                      \n     nsec                : count    distribution\n\
+                      \x20        0 -> 1          : 0        |                    |\n\
+                      \x20      256 -> 511        : 99990    |********************|\n\
+                      \x20      512 -> 1023       : 14       |                    |\n\
+                      \navg = 300 nsecs, total: 30000000 nsecs, count: 100004\n\
+                      Exiting trace of __do_sys_getpid\n";
+        assert_eq!(Variant::Funclatency.tool_count(output), Some(Some(100_004)));
+        assert_eq!(Variant::Funclatency.tool_count("no histogram"), Some(None));
     }
 
     #[test]

@@ -44,8 +44,9 @@ use crate::setup;
 use crate::util::{fresh_dir, secs, stdout_of, step, target_dir};
 use crate::vm::{self, VmOutcome, VmRun};
 
-/// The guest gets this much memory: the bpftrace layer alone unpacks to about 210 MB.
-const GUEST_MEMORY_MB: u32 = 2048;
+/// The guest gets this much memory: the host's bpftrace layer unpacks to about 210 MB, sid's
+/// peers to about 310 MB more.
+const GUEST_MEMORY_MB: u32 = 3072;
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -189,7 +190,7 @@ pub struct Tools {
     /// cpio layers for the guest: empty_probe and (x86_64) the host's bpftrace with its
     /// libraries; on aarch64 sid's bpftrace with its own ([`peers`](crate::peers)).
     pub guest_layers: Vec<PathBuf>,
-    /// The guests' bpftrace: `bpftrace VERSION` and where it comes from.
+    /// The guests' peers (bpftrace, funclatency): their versions and where they come from.
     pub bpftrace: String,
     /// `--baseline-hotprof`, copied to `target/bench/baseline/hotprof_baseline`.
     pub baseline_hotprof: Option<PathBuf>,
@@ -221,16 +222,15 @@ impl Tools {
             None => None,
         };
         let mut guest_layers = vec![guest_layer(arch, &empty_probe, baseline.as_deref())?];
+        let sid = peers::layer(arch, &[peers::BPFTRACE, peers::FUNCLATENCY])?;
+        guest_layers.push(sid.cpio);
+        let sid = format!(
+            "Debian sid's {} for {arch}, with their own libraries",
+            sid.versions.join(" and ")
+        );
         let bpftrace = match arch {
-            Arch::X86_64 => format!("{} (the host's)", host_bpftrace_version()?),
-            Arch::Aarch64 => {
-                let sid = peers::layer(arch, &[peers::BPFTRACE])?;
-                guest_layers.push(sid.cpio);
-                format!(
-                    "{} (Debian sid's arm64 build, with its own libraries)",
-                    sid.versions.join(", ")
-                )
-            }
+            Arch::X86_64 => format!("the host's {}; {sid}", host_bpftrace_version()?),
+            Arch::Aarch64 => sid,
         };
         Ok(Self {
             arch,
@@ -423,6 +423,20 @@ pub fn first_calls_line(output: &str) -> Option<u64> {
         (fields.next()? == "calls").then_some(())?;
         fields.next()?.parse().ok()
     })
+}
+
+/// Sum of a libbpf-tools log2 histogram's counts (`funclatency`): lines
+/// `       256 -> 511        : 99998    |****|`.
+pub fn log2_hist_total(output: &str) -> Option<u64> {
+    let counts: Vec<u64> = output
+        .lines()
+        .filter(|line| line.contains("->"))
+        .filter_map(|line| {
+            let (_, rest) = line.split_once(':')?;
+            rest.split_whitespace().next()?.parse().ok()
+        })
+        .collect();
+    (!counts.is_empty()).then(|| counts.iter().sum())
 }
 
 /// Sum of a bpftrace `hist()`'s bucket counts: lines `[lo, hi)   count |@@@|`.

@@ -3,10 +3,11 @@
 //! (suites) that run them: 6.12 for every mechanism it has, 7.x for fsession against fentry,
 //! and with `--arch aarch64` an arm64 6.12 for its mechanisms and call-site mode's cost.
 
-use super::super::{bpftrace_hist_total, empty_probe, first_calls_line};
+use super::super::{bpftrace_hist_total, empty_probe, first_calls_line, log2_hist_total};
 use super::{MARKED_WORKLOAD, STACKS_EVERY};
 use crate::arch::Arch;
 use crate::kernels::Kernel;
+use crate::peers::{SID_BPFTRACE, SID_FUNCLATENCY};
 
 /// One probe mechanism and how each variant uses it.
 pub(super) struct Mechanism {
@@ -107,7 +108,7 @@ pub(super) const MECHANISMS: [Mechanism; 4] = [
         key: "tracepoint",
         title: "syscall tracepoints `sys_enter_getpid` + `sys_exit_getpid`",
         floor_title: TASK_STORAGE_FLOOR,
-        variants: &VARIANTS,
+        variants: &TRACEPOINT_VARIANTS,
         empty_mode: "tracepoint",
         empty_target: "getpid",
         hotprof_args: "--syscall getpid",
@@ -154,7 +155,7 @@ pub(super) const FSESSION_MECHANISMS: [Mechanism; 2] = [
         key: "fsession",
         title: "fsession on `__do_sys_getpid` (7.0+; one trampoline program for entry and exit)",
         floor_title: "timing floor (start in the session cookie + 1 bucket)",
-        variants: &PAIR_VARIANTS,
+        variants: &FSESSION_VARIANTS,
         empty_mode: "fsession",
         hotprof_args: "--fn __do_sys_getpid --mode fsession",
         bpftrace_goal: 0.35,
@@ -192,6 +193,7 @@ pub(super) const ARM64_MECHANISMS: [Mechanism; 5] = [
     Mechanism {
         key: "fentry",
         title: "fentry + fexit on `__arm64_sys_getpid` (arm64)",
+        variants: &ARM64_FENTRY_VARIANTS,
         empty_mode: "fentry",
         hotprof_args: "--fn __arm64_sys_getpid --mode fentry",
         bpftrace_entry: "fentry:__arm64_sys_getpid",
@@ -201,6 +203,7 @@ pub(super) const ARM64_MECHANISMS: [Mechanism; 5] = [
     Mechanism {
         key: "tracepoint",
         title: "syscall tracepoints `sys_enter_getpid` + `sys_exit_getpid` (arm64)",
+        variants: &ARM64_VARIANTS,
         empty_mode: "tracepoint",
         empty_target: "getpid",
         hotprof_args: "--syscall getpid",
@@ -236,12 +239,24 @@ pub(super) const ARM64_MECHANISMS: [Mechanism; 5] = [
 /// 6.12, in fentry and call-site mode alike).
 const PID_NR_OTHER_CALLS: u64 = 40;
 
+const ARM64_FENTRY_VARIANTS: [Variant; 6] = [
+    Variant::Empty,
+    Variant::Floor,
+    Variant::Hotprof,
+    Variant::HotprofStacks,
+    Variant::SidBpftrace,
+    Variant::Funclatency,
+];
+
+/// The kprobe's and the syscall tracepoints' on arm64: funclatency takes fentry wherever the
+/// function is in BTF (`__arm64_sys_getpid` is), so its row is fentry's; it times no
+/// tracepoint.
 const ARM64_VARIANTS: [Variant; 5] = [
     Variant::Empty,
     Variant::Floor,
     Variant::Hotprof,
     Variant::HotprofStacks,
-    Variant::Bpftrace,
+    Variant::SidBpftrace,
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -255,10 +270,17 @@ pub(super) enum Variant {
     /// The session's function with frames instead (`--no-kprobe-session`: the kprobe.multi
     /// link's frame stack).
     HotprofFrames,
+    /// The host's bpftrace (bookworm's 0.17 on the development machines): the history row.
     Bpftrace,
+    /// Debian sid's bpftrace (0.27), the same program: the newest peer.
+    SidBpftrace,
+    /// Debian sid's libbpf-tools `funclatency` (0.37): fentry where the function is in BTF,
+    /// else a kprobe pair; system-wide (it runs no command), so stopped after the workload.
+    Funclatency,
 }
 
-pub(super) const VARIANTS: [Variant; 7] = [
+/// The function mechanisms' (kprobe, fentry) on the 6.12 guest.
+pub(super) const VARIANTS: [Variant; 9] = [
     Variant::Empty,
     Variant::Floor,
     Variant::Hotprof,
@@ -266,24 +288,50 @@ pub(super) const VARIANTS: [Variant; 7] = [
     Variant::HotprofStacksEvery,
     Variant::HotprofOffCpu,
     Variant::Bpftrace,
+    Variant::SidBpftrace,
+    Variant::Funclatency,
 ];
 
-/// kprobe.session's: the stack and off-CPU options need frames, so their rows would be the
-/// kprobe.multi link's, which `HotprofFrames` measures plainly.
-/// The 7.x guest's: the pairs row is its own mechanism there.
-const PAIR_VARIANTS: [Variant; 4] = [
+/// The syscall tracepoints': funclatency times functions only.
+const TRACEPOINT_VARIANTS: [Variant; 8] = [
+    Variant::Empty,
+    Variant::Floor,
+    Variant::Hotprof,
+    Variant::HotprofStacks,
+    Variant::HotprofStacksEvery,
+    Variant::HotprofOffCpu,
+    Variant::Bpftrace,
+    Variant::SidBpftrace,
+];
+
+/// The 7.x guest's fentry/fexit pairs, with funclatency (an fentry pair too).
+const PAIR_VARIANTS: [Variant; 6] = [
     Variant::Empty,
     Variant::Floor,
     Variant::Hotprof,
     Variant::Bpftrace,
+    Variant::SidBpftrace,
+    Variant::Funclatency,
 ];
 
-const SESSION_VARIANTS: [Variant; 5] = [
+/// The 7.x guest's fsession: the pairs row is its own mechanism there.
+const FSESSION_VARIANTS: [Variant; 5] = [
+    Variant::Empty,
+    Variant::Floor,
+    Variant::Hotprof,
+    Variant::Bpftrace,
+    Variant::SidBpftrace,
+];
+
+/// kprobe.session's: the stack and off-CPU options need frames, so their rows would be the
+/// kprobe.multi link's, which `HotprofFrames` measures plainly.
+const SESSION_VARIANTS: [Variant; 6] = [
     Variant::Empty,
     Variant::Floor,
     Variant::Hotprof,
     Variant::HotprofFrames,
     Variant::Bpftrace,
+    Variant::SidBpftrace,
 ];
 
 impl Variant {
@@ -297,6 +345,8 @@ impl Variant {
             Variant::HotprofOffCpu => "hotprof-offcpu",
             Variant::HotprofFrames => "hotprof-frames",
             Variant::Bpftrace => "bpftrace",
+            Variant::SidBpftrace => "sidbpftrace",
+            Variant::Funclatency => "funclatency",
         }
     }
 
@@ -309,7 +359,9 @@ impl Variant {
             Variant::HotprofStacksEvery => format!("hotprof … --stacks-every {STACKS_EVERY}"),
             Variant::HotprofOffCpu => "hotprof … --off-cpu".into(),
             Variant::HotprofFrames => format!("hotprof …{}", mechanism.frames_flag),
-            Variant::Bpftrace => "bpftrace (@start[tid] + hist())".into(),
+            Variant::Bpftrace => "bpftrace, the host's (@start[tid] + hist())".into(),
+            Variant::SidBpftrace => "bpftrace, sid's (@start[tid] + hist())".into(),
+            Variant::Funclatency => format!("funclatency {}, sid's", mechanism.empty_target),
         }
     }
 
@@ -336,12 +388,30 @@ impl Variant {
             Variant::HotprofFrames => hotprof(mechanism.frames_flag),
             // The same program as the probe-cost section's bpftrace variant. `-c` wants an
             // ELF file, so the shell runs the script (and execs the workload: same pid).
-            Variant::Bpftrace => format!(
-                "bpftrace -e '{} /pid == cpid/ {{ @start[tid] = nsecs; }} \
+            Variant::Bpftrace | Variant::SidBpftrace => format!(
+                "{} -e '{} /pid == cpid/ {{ @start[tid] = nsecs; }} \
                  {} /@start[tid]/ {{ @ns = hist(nsecs - @start[tid]); delete(@start[tid]); }}' \
                  -c \"/bin/sh {workload}\"",
-                mechanism.bpftrace_entry, mechanism.bpftrace_return
+                if self == Variant::Bpftrace {
+                    "bpftrace"
+                } else {
+                    SID_BPFTRACE
+                },
+                mechanism.bpftrace_entry,
+                mechanism.bpftrace_return
             ),
+            // It runs no command: started in the background, the workload once its programs
+            // are loaded (its `Tracing` line sits in a stdio buffer until it exits) and a second
+            // for the attach, then Ctrl-C, which prints its histogram. The call count checks
+            // that it was attached for the whole loop.
+            Variant::Funclatency => {
+                return format!(
+                    "( taskset 1 {SID_FUNCLATENCY} {target} > /tmp/fl.txt 2>&1 & fl=$!; \
+                     until grep -q '_dummy_' /proc/kallsyms || ! kill -0 $fl 2>/dev/null; do sleep 0.2; done; \
+                     sleep 1; /bin/sh {workload}; kill -INT $fl; wait $fl; s=$?; cat /tmp/fl.txt; exit $s )",
+                    target = mechanism.empty_target
+                );
+            }
         };
         format!("taskset 1 {tool}")
     }
@@ -356,7 +426,8 @@ impl Variant {
             | Variant::HotprofStacksEvery
             | Variant::HotprofOffCpu
             | Variant::HotprofFrames => Some(first_calls_line(output)),
-            Variant::Bpftrace => Some(bpftrace_hist_total(output)),
+            Variant::Bpftrace | Variant::SidBpftrace => Some(bpftrace_hist_total(output)),
+            Variant::Funclatency => Some(log2_hist_total(output)),
         }
     }
 }
