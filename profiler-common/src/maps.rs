@@ -83,7 +83,20 @@ pub struct Frame {
     /// `--by`: the key fields known at entry, in `BY_FIELDS` order (the rest are filled at
     /// return).
     pub key: [u64; crate::BY_FIELDS_MAX],
+    /// `--counter`: each PMU event's count at entry, read on `pmu_cpu` (written only in
+    /// runs that count some).
+    pub pmu_at_entry: [u64; PMU_EVENTS_MAX],
+    /// `--counter`: the time the events were enabled but not counting (multiplexed out),
+    /// summed over the events, at entry: a return that sees it grown drops the call's counts.
+    pub pmu_idle_at_entry: u64,
+    /// `--counter`: the CPU whose events were read at entry.
+    pub pmu_cpu: u32,
+    pub _pad: u32,
 }
+
+/// PMU events one run can count per call (`--counter`): each is read at every entry and
+/// return, a map and a frame field of its own.
+pub const PMU_EVENTS_MAX: usize = 2;
 
 /// The frame's call failed a `--filter` condition known at entry: it is closed at its
 /// return but not recorded.
@@ -232,6 +245,10 @@ pub enum Counter {
     /// stop-time count to find. (A gauge updated at both ends cost every return ~12
     /// instructions.)
     SessionEntries = 13,
+    /// `--counter`: calls timed whose PMU counts were left out of the counter histograms:
+    /// the call returned on another CPU than it entered on (the events are per CPU), or an
+    /// event was multiplexed out during it, or a read failed.
+    PmuSkipped = 14,
 }
 
 /// Words of the kprobe.session programs' bitmap of traced thread groups: one bit for every
@@ -239,7 +256,7 @@ pub enum Counter {
 pub const TGID_BIT_WORDS: u32 = (4 * 1024 * 1024) / 64;
 
 /// Number of [`Counter`] slots.
-pub const NUM_COUNTERS: u32 = 14;
+pub const NUM_COUNTERS: u32 = 15;
 
 /// Most slowest calls kept per function (`--slowest N`, N up to this).
 pub const SLOWEST_MAX: u32 = 16;
@@ -312,6 +329,8 @@ pub mod names {
     pub const SLOWEST: &str = "SLOWEST";
     pub const SLOWEST_FLOOR: &str = "SLOWEST_FLOOR";
     pub const NEXT_KEY_SLOT: &str = "NEXT_KEY_SLOT";
+    /// `--counter`: per PMU event, its perf event on each CPU (`PERF_EVENT_ARRAY`).
+    pub const PMU_EVENTS: [&str; crate::PMU_EVENTS_MAX] = ["PMU_EVENTS_0", "PMU_EVENTS_1"];
 }
 
 /// The names of the eBPF objects' `.rodata` globals that userspace sets at load time (the
@@ -338,8 +357,10 @@ pub mod globals {
     pub const CHILD_SLOTS: &str = "CHILD_SLOTS";
     pub const SAMPLE_INSIDE: &str = "SAMPLE_INSIDE";
     pub const FILTER_COMM_VALUE: &str = "FILTER_COMM_VALUE";
+    pub const PMU_EVENT_COUNT: &str = "PMU_EVENT_COUNT";
+    pub const FUNCTION_SLOTS: &str = "FUNCTION_SLOTS";
     /// Every name above, in the order the loader sets them.
-    pub const ALL: [&str; 20] = [
+    pub const ALL: [&str; 22] = [
         FILTER_TGIDS,
         FILTER_TID,
         EXCLUDE_TGID,
@@ -360,6 +381,8 @@ pub mod globals {
         CHILD_SLOTS,
         SAMPLE_INSIDE,
         FILTER_COMM_VALUE,
+        PMU_EVENT_COUNT,
+        FUNCTION_SLOTS,
     ];
 }
 
@@ -387,7 +410,8 @@ mod pod {
     // pattern is valid.
     unsafe impl aya::Pod for super::SlowCall {}
     // SAFETY: repr(C) and Copy; u32, u32, two u64 and an array of `Frame`s (four u64, four
-    // 4-byte integers, an array of u64: 8-aligned, every field at a multiple of its
-    // alignment), so no padding, and any bit pattern is valid.
+    // 4-byte integers, two arrays of u64, a u64 and two u32: 8-aligned, every field at a
+    // multiple of its alignment, the size a multiple of 8), so no padding, and any bit
+    // pattern is valid.
     unsafe impl aya::Pod for super::TaskFrames {}
 }

@@ -14,6 +14,7 @@ mod filter;
 mod frames;
 mod hist;
 mod keys;
+mod pmu;
 mod probes;
 mod raw_syscalls;
 mod sample;

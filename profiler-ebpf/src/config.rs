@@ -81,6 +81,14 @@ pub(crate) static FILTERS: [FilterCond; FILTER_CONDITIONS_MAX] =
 #[unsafe(no_mangle)]
 pub(crate) static FILTER_COMM_VALUE: [u8; 16] = [0; 16];
 
+/// `--counter`: the PMU events counted per call (0: none; at most `PMU_EVENTS_MAX`).
+#[unsafe(no_mangle)]
+pub(crate) static PMU_EVENT_COUNT: u8 = 0;
+/// The number of function slots: event `e`'s histogram of function slot `f` is slot
+/// `FUNCTION_SLOTS * (1 + e) + f`, after the functions' own.
+#[unsafe(no_mangle)]
+pub(crate) static FUNCTION_SLOTS: u32 = 1;
+
 /// 1: only samples of tasks with a probed frame open (`hotprof sample --inside F`, F being
 /// the one probed function).
 #[unsafe(no_mangle)]
@@ -96,7 +104,7 @@ pub(crate) fn config<T: Copy>(value: &T) -> T {
 
 /// A per-call option: one that entries or returns read on every call (`--cpu`, `--cgroup`,
 /// `--comm`, `--children`, `--min-latency`, `--off-cpu`, `--stacks`, `--by`, `--slowest`,
-/// `--filter`). Each such `.rodata` load costs every call its instructions even when the
+/// `--filter`, `--counter`). Each such `.rodata` load costs every call its instructions even when the
 /// option is off (~90 per call in all, a TCG count: `cargo xtask bench --only insns`), so the
 /// `profiler-plain` object ([`crate::PLAIN`]), loaded for runs that set none of them, reads
 /// the static's initializer (the option's default) instead: LLVM folds it, and the option's

@@ -23,6 +23,7 @@ use crate::counters::count;
 use crate::filter;
 use crate::hist::record_into;
 use crate::keys::{self, EntryContext, ExitContext};
+use crate::pmu;
 use crate::slowest;
 use crate::store::{self, TaskId};
 
@@ -192,6 +193,9 @@ pub(crate) fn enter<C: StackIdContext + EntryContext>(ctx: &C, func: u32, entry_
         frame.key = keys::at_entry(ctx);
     }
     task.depth = depth as u32 + 1;
+    if pmu::events() != 0 {
+        pmu::keep_at_entry(frame);
+    }
     // Last, so the bookkeeping above is not part of the measured time.
     frame.entry_ns = now_ns();
 }
@@ -275,6 +279,14 @@ impl ReturnOf {
 #[inline(always)]
 pub(crate) fn leave<X: ExitContext>(which: ReturnOf, exit: &X) {
     let now = now_ns();
+    // Right after the clock, so that what the counts span encloses the timed window.
+    // Plain values, not an `Option`: LLVM spilled a `None`'s undefined payload, which the
+    // verifier refuses to read.
+    let pmu_now = if pmu::events() != 0 {
+        pmu::read()
+    } else {
+        pmu::Reading::NONE
+    };
     let Some(task) = store::current() else {
         // Filtered-out tasks never have frames; only a wanted task's return is "unmatched".
         if which.unmatched_is_loss() && wanted(bpf_get_current_pid_tgid()) {
@@ -324,6 +336,7 @@ pub(crate) fn leave<X: ExitContext>(which: ReturnOf, exit: &X) {
         stacks,
         flags,
         off_cpu_at_entry,
+        pmu_at_entry,
     } = closed;
     let duration = elapsed(now, entry_ns);
     let off_cpu = if track_off_cpu {
@@ -360,6 +373,9 @@ pub(crate) fn leave<X: ExitContext>(which: ReturnOf, exit: &X) {
     };
     if !record_into(func, &call, track_off_cpu) {
         return;
+    }
+    if pmu::events() != 0 {
+        pmu::record(func, &pmu_at_entry, &pmu_now);
     }
     let slow = slowest::SlowFrame {
         func,
@@ -407,6 +423,8 @@ struct ClosedFrame {
     stacks: (i32, i32),
     flags: u32,
     off_cpu_at_entry: u64,
+    /// `--counter`: the PMU events' reading at entry (zeros without).
+    pmu_at_entry: pmu::AtEntry,
 }
 
 impl ClosedFrame {
@@ -426,6 +444,11 @@ impl ClosedFrame {
                 frame.off_cpu_at_entry
             } else {
                 0
+            },
+            pmu_at_entry: if pmu::events() != 0 {
+                pmu::AtEntry::of(frame)
+            } else {
+                pmu::AtEntry::NONE
             },
         }
     }

@@ -66,6 +66,32 @@ pub(crate) fn record_into(slot: u32, call: &Call, track_off_cpu: bool) -> bool {
     true
 }
 
+/// Adds a value that is not a duration (a call's PMU count, `--counter`) to slot `slot`: its
+/// histogram and aggregates, whatever `--min-latency` says. A BPF-to-BPF call, like
+/// [`record`]'s: only runs that count PMU events pay for it.
+#[inline(never)]
+pub(crate) fn record_value(slot: u32, value: u64) {
+    let position = hist_position(slot, value);
+    let Some(element) = HIST.get_ptr_mut(position.element) else {
+        count(Counter::SlotMissing, 1);
+        return;
+    };
+    // SAFETY: as in `record_into`: this CPU's HistChunk, written only from this CPU.
+    let element = unsafe { &mut *element };
+    element.buckets[position.index & (HIST_CHUNK_BUCKETS as usize - 1)] += 1;
+    let call = Call {
+        duration: value,
+        child_ns: 0,
+        off_cpu: 0,
+        outermost: true,
+    };
+    element.stats.add(&call, false);
+    // SAFETY: as in `record_into`.
+    if unsafe { core::ptr::read_volatile(&element.stats.count) } == 1 {
+        mark_occupied(slot, hist_position(slot, element.stats.max_ns).chunk);
+    }
+}
+
 /// Sets chunk `chunk`'s bit in slot `slot`'s `OCCUPIED` mask, at the chunk's first call on
 /// this CPU: a second lookup only then.
 #[inline(always)]

@@ -12,6 +12,7 @@ mod fsession;
 mod hist;
 mod keys;
 mod kfunc;
+mod pmu;
 mod probes;
 mod raw_syscalls;
 mod raw_syscalls_btf;

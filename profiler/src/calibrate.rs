@@ -54,6 +54,9 @@ pub struct Overhead {
     pub per_call_ns: f64,
     /// The part of it inside every reported duration (the bias).
     pub in_window_ns: f64,
+    /// `--counter`: per PMU event, the part of hotprof's own reading inside every count, as
+    /// the fewest counted for the near-empty calibration function (its latency bias's way).
+    pub pmu_in_window: [Option<u64>; profiler_common::PMU_EVENTS_MAX],
 }
 
 /// A cheap syscall without side effects, and the kernel functions on its path.
@@ -279,6 +282,17 @@ pub enum CalibrationError {
     Undercounted { counted: u64, expected: u64 },
     #[error("no direct call on {syscall}'s path was made once per call")]
     NoSiteOnPath { syscall: &'static str },
+    #[error("{0}")]
+    Pmu(#[source] attach::PmuError),
+}
+
+/// Loads the calibration's object for `config`, its PMU events (`--counter`) in place: the
+/// run's probes read them at every call, so the calibration's must too.
+fn load(config: &ProbeConfig, store: TaskStore) -> Result<aya::Ebpf, CalibrationError> {
+    let pmu = attach::PmuCounters::open(&config.pmu_events).map_err(CalibrationError::Pmu)?;
+    let ebpf = attach::load_object(config, store).map_err(CalibrationError::Load)?;
+    pmu.install(&ebpf).map_err(CalibrationError::Pmu)?;
+    Ok(ebpf)
 }
 
 /// Calls tried per candidate call site: enough to tell a site made on every call from one
@@ -315,7 +329,7 @@ fn call_site_on(
         functions: candidates.len() as u32,
         ..config.clone()
     };
-    let mut ebpf = attach::load_object(&config, store).map_err(CalibrationError::Load)?;
+    let mut ebpf = load(&config, store)?;
     let one_each: Vec<Vec<CallSite>> = candidates.iter().map(|c| vec![c.clone()]).collect();
     let links = attach::attach_call_sites(
         &mut ebpf,
@@ -327,8 +341,8 @@ fn call_site_on(
     .links;
     follow_self(&mut ebpf)?;
     time_round(path, CALLS_PER_TRY);
-    let snapshot =
-        crate::collect::snapshot(&ebpf, candidates.len()).map_err(CalibrationError::Snapshot)?;
+    let snapshot = crate::collect::snapshot(&ebpf, candidates.len(), config.pmu_events.len())
+        .map_err(CalibrationError::Snapshot)?;
     drop(links);
     drop(ebpf);
     let chosen = snapshot
@@ -357,7 +371,7 @@ fn follow_self(ebpf: &mut aya::Ebpf) -> Result<(), CalibrationError> {
 
 /// Measures the per-call overhead of `mode` with the object whose per-task state is in
 /// `store` (the run's), with what the run's probes do per call (`run`: stacks, `--by`
-/// keys, `--slowest`) and the same eBPF object (a run with any per-call option loads the main
+/// keys, `--slowest`, `--counter`) and the same eBPF object (a run with any per-call option loads the main
 /// one, whose programs read each option at every call); an error saying why when it cannot.
 /// Not its `--filter`, under which the calibration calls might not count, nor `--off-cpu`,
 /// whose cost is paid at context switches rather than per call.
@@ -378,6 +392,7 @@ pub fn measure(
         by: run.by,
         max_keys: run.max_keys,
         slowest: run.slowest,
+        pmu_events: run.pmu_events.clone(),
         main_object: run.sets_per_call_options(),
         ..Default::default()
     };
@@ -390,7 +405,7 @@ pub fn measure(
         }
         _ => None,
     };
-    let mut ebpf = attach::load_object(&config, store).map_err(CalibrationError::Load)?;
+    let mut ebpf = load(&config, store)?;
     let mut links = attach::KprobeLinks::default();
     match mode {
         AttachedMode::Callsite => {
@@ -449,7 +464,8 @@ pub fn measure(
     // put the bias above what it lies inside.
     time_round(path, CALLS_PER_ROUND);
     let probed = best_of_rounds(path, SETTLE);
-    let snapshot = crate::collect::snapshot(&ebpf, 1).map_err(CalibrationError::Snapshot)?;
+    let snapshot = crate::collect::snapshot(&ebpf, 1, config.pmu_events.len())
+        .map_err(CalibrationError::Snapshot)?;
     drop(links);
     drop(ebpf);
     let expected = u64::from(CALLS_PER_ROUND) * (ROUNDS as u64 + 1);
@@ -459,9 +475,17 @@ pub fn measure(
         return Err(CalibrationError::Undercounted { counted, expected });
     }
     let in_window_ns = calls.map_or(0, |f| f.min_ns) as f64;
+    let mut pmu_in_window = [None; profiler_common::PMU_EVENTS_MAX];
+    for (bias, per_slot) in pmu_in_window.iter_mut().zip(&snapshot.pmu) {
+        *bias = per_slot
+            .first()
+            .filter(|counted| counted.count > 0)
+            .map(|counted| counted.min_ns);
+    }
     Ok(Overhead {
         per_call_ns: (probed - baseline.bare_ns).max(0.0),
         in_window_ns,
+        pmu_in_window,
     })
 }
 

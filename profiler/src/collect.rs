@@ -24,8 +24,9 @@ fn occupied_chunks(masks: impl IntoIterator<Item = u64>) -> impl Iterator<Item =
     (0..HIST_CHUNKS).filter(move |chunk| mask & (1 << chunk) != 0)
 }
 
-/// Reads every map. `functions` is the number of probed functions.
-pub fn snapshot(ebpf: &Ebpf, functions: usize) -> anyhow::Result<Snapshot> {
+/// Reads every map. `functions` is the number of probed functions (function slots),
+/// `pmu_events` the number of PMU events counted per call (`--counter`).
+pub fn snapshot(ebpf: &Ebpf, functions: usize, pmu_events: usize) -> anyhow::Result<Snapshot> {
     use anyhow::Context as _;
     let slots = SlotReader::open(ebpf)?;
     let counters_map: PerCpuArray<&MapData, u64> =
@@ -44,13 +45,17 @@ pub fn snapshot(ebpf: &Ebpf, functions: usize) -> anyhow::Result<Snapshot> {
             .fold(0, |sum: u64, part| sum.wrapping_add(*part));
     }
     for func in 0..functions as u32 {
-        let chunks = slots.read(func)?;
-        let every_cpu = chunks
-            .iter()
-            .flat_map(|(chunk, per_cpu)| per_cpu.iter().map(|element| (*chunk, element)));
-        snapshot.functions.push(totals_of_chunks(every_cpu));
+        snapshot.functions.push(slots.totals(func)?);
     }
-    snapshot.keys = keys(ebpf, &slots, (functions as u32).max(1))?;
+    // As the loader lays them out: each event's slots after the functions', then the keys'.
+    let stride = (functions as u32).max(1);
+    for event in 1..=pmu_events as u32 {
+        let per_function = (0..functions as u32)
+            .map(|func| slots.totals(stride * event + func))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        snapshot.pmu.push(per_function);
+    }
+    snapshot.keys = keys(ebpf, &slots, stride * (1 + pmu_events as u32))?;
     snapshot.task_entries = gauge(snapshot.counter(Counter::LiveTasks));
     Ok(snapshot)
 }
@@ -73,6 +78,15 @@ impl<'a> SlotReader<'a> {
                 ebpf.map(names::OCCUPIED).context("OCCUPIED map missing")?,
             )?,
         })
+    }
+
+    /// Slot `slot`'s calls, every CPU's merged.
+    fn totals(&self, slot: u32) -> anyhow::Result<crate::model::FunctionTotals> {
+        let chunks = self.read(slot)?;
+        let every_cpu = chunks
+            .iter()
+            .flat_map(|(chunk, per_cpu)| per_cpu.iter().map(|element| (*chunk, element)));
+        Ok(totals_of_chunks(every_cpu))
     }
 
     /// Slot `slot`'s chunks that hold a call on some CPU: one `bpf()` read for the mask and
@@ -99,9 +113,10 @@ impl<'a> SlotReader<'a> {
 pub fn final_snapshot(
     ebpf: &mut Ebpf,
     functions: usize,
+    pmu_events: usize,
     store: TaskStore,
 ) -> anyhow::Result<Snapshot> {
-    let mut last = snapshot(ebpf, functions)?;
+    let mut last = snapshot(ebpf, functions, pmu_events)?;
     last.open_frames = open_frames_or_note(ebpf, store) + last.session_calls();
     Ok(last)
 }

@@ -114,6 +114,11 @@ struct VmArgs {
     /// CPU emulation: auto uses KVM when it works, else TCG.
     #[arg(long, value_enum, default_value = "auto")]
     accel: Accel,
+    /// Run on qemu's instruction clock (TCG, one CPU, `-icount shift=0`): every duration is
+    /// an instruction count, and an arm64 guest's PMU counts instructions (`--counter
+    /// instructions`), which it does on no other clock.
+    #[arg(long, conflicts_with = "accel")]
+    instruction_clock: bool,
     /// The command, run by the guest's busybox sh (as `sh -c`) in /out, with PATH holding
     /// hotprof and the workloads: `-- 'a && b'` or `-- prog args`. Its exit code is ours.
     #[arg(last = true, required = true, value_name = "CMD")]
@@ -170,7 +175,7 @@ fn vm_command(args: VmArgs) -> Result<ExitCode> {
             dir
         }
     };
-    let run = VmRun {
+    let mut run = VmRun {
         timeout: Duration::from_secs(args.timeout),
         cmdline_extra: args.cmdline,
         echo: true,
@@ -178,6 +183,9 @@ fn vm_command(args: VmArgs) -> Result<ExitCode> {
         accel: args.accel,
         ..VmRun::new(args.kernel, args.command.join(" "), out_dir).on(args.arch)
     };
+    if args.instruction_clock {
+        run = run.on_instruction_clock();
+    }
     let outcome = vm::run(&run)?;
     eprintln!(
         "[vm] {} ({:?}): exit {} after {} (boot {}); /out is in {}",

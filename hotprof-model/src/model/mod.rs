@@ -6,6 +6,7 @@ mod heat;
 mod histogram;
 mod keys;
 mod merge;
+mod pmu;
 mod recording;
 mod snapshot;
 mod stacks;
@@ -17,6 +18,7 @@ pub use heat::{INTERVAL_KEYS, heat_buckets, heat_row, interval_keys};
 pub use histogram::Histogram;
 pub use keys::{ByError, ByField, KeySpec, errno_name};
 pub use merge::{distinct_values, mean_probe_bias, mean_probe_overhead};
+pub use pmu::{CounterRecord, PmuEvent};
 pub use recording::{
     CallerRecord, FilterRecord, FunctionRecord, IntervalFunction, IntervalKey, IntervalRecord,
     KeyRecord, LoadError, Losses, Recording, RunRecord, SCHEMA_VERSION, SlowCallRecord, TaskStore,

@@ -226,6 +226,9 @@ pub struct FunctionRecord {
     /// for in the stack outputs (absent without stacks, and in files written before this field).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stacks: Option<StackSampling>,
+    /// `--counter`: each PMU event's counts per call, in the order asked for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub counters: Vec<super::CounterRecord>,
 }
 
 /// Which calls' stacks were walked (`--stacks`, `--stacks-every N`). The stack outputs
@@ -454,6 +457,7 @@ impl FunctionRecord {
             child_of: None,
             slowest: Vec::new(),
             stacks: None,
+            counters: Vec::new(),
         }
     }
 }

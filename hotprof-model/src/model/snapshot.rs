@@ -19,6 +19,9 @@ pub struct Snapshot {
     pub task_entries: u64,
     /// `--by`: every key met so far, with its calls (all CPUs merged).
     pub keys: Vec<KeyTotals>,
+    /// `--counter`: per PMU event, in the order asked for, each function slot's counts per
+    /// call (same order as `functions`).
+    pub pmu: Vec<Vec<FunctionTotals>>,
 }
 
 /// One `--by` key's calls.
@@ -148,12 +151,30 @@ impl Snapshot {
             })
             .filter(|k| k.totals.count > 0)
             .collect();
+        let pmu = self
+            .pmu
+            .iter()
+            .enumerate()
+            .map(|(event, slots)| {
+                slots
+                    .iter()
+                    .enumerate()
+                    .map(
+                        |(i, now)| match earlier.pmu.get(event).and_then(|e| e.get(i)) {
+                            Some(before) => now.since(before),
+                            None => now.clone(),
+                        },
+                    )
+                    .collect()
+            })
+            .collect();
         Snapshot {
             functions,
             counters,
             open_frames: self.open_frames,
             task_entries: self.task_entries,
             keys,
+            pmu,
         }
     }
 }
@@ -281,6 +302,7 @@ mod tests {
                 open_frames: 0,
                 task_entries: 0,
                 keys: Vec::new(),
+                pmu: Vec::new(),
             }
         };
         assert_eq!(snapshot(7, 4, 1).session_calls(), 2);

@@ -105,6 +105,7 @@ pub fn render_function(f: &FunctionRecord) -> String {
         format_ns(f.p999_ns as f64),
         format_ns(f.max_ns as f64),
     );
+    out.push_str(&render_counters(f));
     if let Some(on_cpu) = f.on_cpu_sum_ns {
         let share = if f.sum_ns > 0 {
             100.0 * on_cpu as f64 / f.sum_ns as f64
@@ -142,6 +143,40 @@ pub fn render_function(f: &FunctionRecord) -> String {
     }
     out.push_str(&render_histogram(f));
     out.push_str(&render_callers(f));
+    out
+}
+
+/// `--counter`: a line per PMU event, its counts per call (events, not nanoseconds).
+fn render_counters(f: &FunctionRecord) -> String {
+    let mut out = String::new();
+    for counter in &f.counters {
+        if counter.count == 0 {
+            let _ = writeln!(out, "  {} per call: no call counted", counter.event);
+            continue;
+        }
+        let _ = write!(
+            out,
+            "  {} per call: avg {:.1}   p50 {}   p90 {}   p99 {}   min {}   max {}",
+            counter.event,
+            counter.mean,
+            counter.p50,
+            counter.p90,
+            counter.p99,
+            counter.min,
+            counter.max,
+        );
+        if let Some(bias) = counter.bias {
+            let _ = write!(out, "   (~{bias} of each is hotprof's own reading: bias)");
+        }
+        if counter.count < f.count {
+            let _ = write!(
+                out,
+                "   ({} of {} calls: the rest returned on another CPU or the event was multiplexed out)",
+                counter.count, f.count
+            );
+        }
+        out.push('\n');
+    }
     out
 }
 
@@ -531,6 +566,29 @@ mod tests {
         assert!(text.contains("1.05 ms .. "), "{text}");
         assert!(
             text.contains("|****************************************|"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn each_counted_pmu_event_gets_a_line_saying_which_calls_it_holds() {
+        use crate::model::{CounterRecord, PmuEvent};
+        let mut f = function();
+        assert!(!render_function(&f).contains("per call"));
+        let all = FunctionTotals::from_durations(&[900, 900, 900, 910, 905, 1_200]);
+        let some = FunctionTotals::from_durations(&[40, 41]);
+        f.counters = vec![
+            CounterRecord::of(PmuEvent::Instructions, &all),
+            CounterRecord::of(PmuEvent::BranchMisses, &some),
+        ];
+        let text = render_function(&f);
+        assert!(
+            text.contains("  instructions per call: avg 952.5   p50 9"),
+            "{text}"
+        );
+        assert!(text.contains("min 900   max 1200\n"), "{text}");
+        assert!(
+            text.contains("branch-misses per call: avg 40.5") && text.contains("(2 of 6 calls: "),
             "{text}"
         );
     }

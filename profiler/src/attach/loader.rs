@@ -67,6 +67,9 @@ pub struct ProbeConfig {
     pub child_slots: u64,
     /// `sample --inside F`: sample only tasks with a probed frame open.
     pub sample_inside: bool,
+    /// `--counter`: the PMU events the probes read per call, in order (at most
+    /// `PMU_EVENTS_MAX`; their perf events go in after the load, [`super::PmuCounters`]).
+    pub pmu_events: Vec<crate::model::PmuEvent>,
     /// Load the main object even if no per-call option is set: the overhead calibration of
     /// a run that sets some (it cannot copy them all: filters would skip its calls) must
     /// measure the programs the run uses.
@@ -98,6 +101,7 @@ impl ProbeConfig {
                 .iter()
                 .any(|condition| condition.op != op::NONE)
             || self.child_slots != 0
+            || !self.pmu_events.is_empty()
     }
 }
 
@@ -189,9 +193,11 @@ fn lacks_task_storage(error: &EbpfError) -> bool {
 /// configuration.
 pub fn load_object(config: &ProbeConfig, store: TaskStore) -> Result<Ebpf, EbpfError> {
     let functions = config.functions.max(1);
-    // Function slots, then the key slots (`--by`).
-    let slots = functions + config.key_slots();
-    let key_base = functions;
+    // Function slots, each PMU event's function slots (`--counter`), then the key slots
+    // (`--by`).
+    let pmu_events = config.pmu_events.len() as u8;
+    let key_base = functions * (1 + u32::from(pmu_events));
+    let slots = key_base + config.key_slots();
     // Every CPU may meet every key; the entry of a key another CPU met holds 0 for this one.
     let cpus = aya::util::nr_cpus().map_or(1, |n| n as u32);
     let key_entries = (config.key_slots() * cpus).max(1);
@@ -245,6 +251,8 @@ pub fn load_object(config: &ProbeConfig, store: TaskStore) -> Result<Ebpf, EbpfE
         .override_global(globals::CHILD_SLOTS, &config.child_slots, true)
         .override_global(globals::SAMPLE_INSIDE, &sample_inside, true)
         .override_global(globals::FILTER_COMM_VALUE, &config.condition_comm, true)
+        .override_global(globals::PMU_EVENT_COUNT, &pmu_events, true)
+        .override_global(globals::FUNCTION_SLOTS, &functions, true)
         .map_max_entries(
             names::SLOWEST,
             if config.slowest > 0 {

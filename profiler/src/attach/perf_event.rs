@@ -37,7 +37,7 @@ pub fn attach_sampler(ebpf: &mut Ebpf, frequency: u64) -> anyhow::Result<usize> 
 }
 
 /// CPUs to sample: `/sys/devices/system/cpu/online` ("0-1,4").
-fn online_cpus() -> Vec<u32> {
+pub(super) fn online_cpus() -> Vec<u32> {
     std::fs::read_to_string("/sys/devices/system/cpu/online")
         .ok()
         .map(|text| parse_cpu_list(&text))

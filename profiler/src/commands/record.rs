@@ -11,7 +11,7 @@ use profiler_common::StackCapture;
 
 use super::args::{DEFAULT_STACK_MAP_SIZE, ProbeArgs, worded};
 use crate::collect::{self, Snapshot};
-use crate::model::{IntervalFunction, IntervalRecord, Recording, RunRecord};
+use crate::model::{IntervalFunction, IntervalRecord, PmuEvent, Recording, RunRecord};
 use crate::progress::Progress;
 use crate::report;
 use crate::session::{self, Filters, Finished, MapsWatcher, Run, SessionSpec, Signals};
@@ -73,6 +73,15 @@ pub struct RecordArgs {
     /// Example: `hotprof --fn do_nanosleep --slowest 3 --off-cpu --stacks -- sleep 1`.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=16))]
     pub slowest: Option<u32>,
+
+    /// Also count a PMU event per call, read at entry and return (repeatable, at most 2):
+    /// instructions, cycles, branches, branch-misses, cache-references or cache-misses.
+    /// A line and a histogram per event beside the latency's (JSON: functions[].counters);
+    /// calls that return on another CPU are left out of them. Needs a PMU that counts the
+    /// event: `hotprof doctor` says which do here.
+    /// Example: `hotprof --fn __task_pid_nr_ns --counter instructions -- syscall_lat 10000`.
+    #[arg(long = "counter", value_name = "EVENT", value_parser = clap::value_parser!(PmuEvent))]
+    pub counters: Vec<PmuEvent>,
 
     /// Capture the kernel stack at each call's entry and aggregate latency per stack.
     #[arg(long)]
@@ -165,6 +174,7 @@ impl RecordArgs {
             stack_map_size: self.stack_map_size,
             command: self.command.clone(),
             slowest: self.slowest.unwrap_or(0),
+            pmu_events: self.counters.clone(),
             sample_inside: false,
             sample_frequency: None,
         })
@@ -287,6 +297,21 @@ fn check_options(args: &RecordArgs) -> anyhow::Result<()> {
     if args.runs > 1 && args.interval.is_some() {
         bail!("--runs and --interval cannot be combined");
     }
+    if args.counters.len() > profiler_common::PMU_EVENTS_MAX {
+        bail!(
+            "--counter: at most {} events per run, {} given",
+            profiler_common::PMU_EVENTS_MAX,
+            args.counters.len()
+        );
+    }
+    if let Some(twice) = args
+        .counters
+        .iter()
+        .enumerate()
+        .find_map(|(i, event)| args.counters[..i].contains(event).then_some(event))
+    {
+        bail!("--counter {twice} is given twice");
+    }
     if args.runs > 1 && args.heatmap.is_some() {
         bail!("--heatmap draws one measurement over time: it cannot be combined with --runs");
     }
@@ -398,7 +423,7 @@ fn assemble(
 ) {
     let spec = &plan.session;
     let Finished {
-        layout,
+        mut layout,
         targets,
         snapshot: last,
         kernel_missed,
@@ -408,11 +433,11 @@ fn assemble(
         slowest,
         ..
     } = finished;
-    let mut recording = layout.recording(&last, detached.duration_since(measured.started));
-    if let Some(overhead) = overhead {
-        recording.probe_overhead_ns = Some(overhead.per_call_ns);
-        recording.probe_bias_ns = Some(overhead.in_window_ns);
+    // Measured after detaching: the recording's overhead, bias and PMU biases.
+    if overhead.is_some() {
+        layout.overhead = overhead;
     }
+    let mut recording = layout.recording(&last, detached.duration_since(measured.started));
     if let Some(slowest) = &slowest {
         let kernel = if spec.stacks != StackCapture::None {
             crate::flame::KernelSymbolizer::from_system().ok()

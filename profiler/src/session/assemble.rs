@@ -7,8 +7,8 @@ use super::spec::Probed;
 use crate::attach::{AttachedMode, LinkKind};
 use crate::collect::Snapshot;
 use crate::model::{
-    CallerRecord, FilterExpr, FilterRecord, FunctionRecord, FunctionTotals, KeyRecord, Recording,
-    SCHEMA_VERSION, SlowCallRecord, TaskStore,
+    CallerRecord, CounterRecord, FilterExpr, FilterRecord, FunctionRecord, FunctionTotals,
+    KeyRecord, PmuEvent, Recording, SCHEMA_VERSION, SlowCallRecord, TaskStore,
 };
 
 /// What was attached, slot by slot, and what every recording of the run says beside its
@@ -27,6 +27,8 @@ pub struct Layout {
     pub condition: Option<FilterExpr>,
     /// The kernel's release, as the recordings name it (read once, at start).
     pub kernel: String,
+    /// `--counter`: the PMU events counted per call, in the snapshots' order.
+    pub pmu_events: Vec<PmuEvent>,
 }
 
 impl Layout {
@@ -43,6 +45,7 @@ impl Layout {
             let totals = &snapshot.functions[slots.clone()];
             if probed.site.is_none() {
                 let mut record = self.function(probed, &totals[0]);
+                self.add_counters(&mut record, snapshot, slots.clone());
                 self.add_keys(&mut record, snapshot, slots);
                 functions.push(record);
                 continue;
@@ -51,6 +54,7 @@ impl Layout {
             let mut all = totals[0].clone();
             totals[1..].iter().for_each(|more| all.absorb(more));
             let mut record = self.function(probed, &all);
+            self.add_counters(&mut record, snapshot, slots.clone());
             self.add_keys(&mut record, snapshot, slots.clone());
             record.callers = self.probed[slots]
                 .iter()
@@ -126,6 +130,34 @@ impl Layout {
         } else {
             mechanism.to_owned()
         }
+    }
+
+    /// `--counter`: each PMU event's counts of the function whose slots are `slots` (its call
+    /// sites' merged).
+    fn add_counters(
+        &self,
+        record: &mut FunctionRecord,
+        snapshot: &Snapshot,
+        slots: std::ops::Range<usize>,
+    ) {
+        record.counters = self
+            .pmu_events
+            .iter()
+            .zip(&snapshot.pmu)
+            .enumerate()
+            .map(|(index, (&event, per_slot))| {
+                let mut all = FunctionTotals::default();
+                per_slot
+                    .get(slots.clone())
+                    .unwrap_or_default()
+                    .iter()
+                    .for_each(|slot| all.absorb(slot));
+                CounterRecord {
+                    bias: self.overhead.and_then(|o| o.pmu_in_window[index]),
+                    ..CounterRecord::of(event, &all)
+                }
+            })
+            .collect();
     }
 
     /// The `--by` rows of the function whose slots are `slots`, busiest first: equal keys
@@ -298,6 +330,7 @@ mod tests {
             command: Vec::new(),
             keys: KeyNames::default(),
             condition: None,
+            pmu_events: Vec::new(),
             kernel: "6.12.0".into(),
         }
     }
@@ -342,6 +375,7 @@ mod tests {
             overhead: Some(crate::calibrate::Overhead {
                 per_call_ns: 12.5,
                 in_window_ns: 4.0,
+                pmu_in_window: [None; profiler_common::PMU_EVENTS_MAX],
             }),
             command: command.to_vec(),
             ..layout(&probed, AttachedMode::Kprobe)

@@ -88,6 +88,7 @@ impl Run {
                 keys: attached.keys,
                 condition: spec.probe.condition.clone(),
                 kernel: crate::kernel_release(),
+                pmu_events: spec.pmu_events.clone(),
             },
             targets: attached.targets,
             calibration: attached.calibration,
@@ -136,7 +137,11 @@ impl Run {
 
     /// The cumulative totals now.
     pub fn snapshot(&self) -> anyhow::Result<Snapshot> {
-        collect::snapshot(&self.ebpf, self.layout.probed.len())
+        collect::snapshot(
+            &self.ebpf,
+            self.layout.probed.len(),
+            self.layout.pmu_events.len(),
+        )
     }
 
     /// [`Run::snapshot`] with the calls in flight counted, and the calls the kernel missed.
@@ -161,11 +166,12 @@ impl Run {
     /// be in the calibration's figures.
     pub fn finish(mut self) -> anyhow::Result<Finished> {
         let (snapshot, samples) = if self.sampled_cpus > 0 {
-            (collect::snapshot(&self.ebpf, 0)?, Some(self.samples()?))
+            (collect::snapshot(&self.ebpf, 0, 0)?, Some(self.samples()?))
         } else {
             let snapshot = collect::final_snapshot(
                 &mut self.ebpf,
                 self.layout.probed.len(),
+                self.layout.pmu_events.len(),
                 self.layout.task_store,
             )?;
             (snapshot, None)

@@ -9,7 +9,7 @@ use std::time::Duration;
 use profiler_common::StackCapture;
 
 use crate::attach::{self, LinkKind, Mode};
-use crate::model::{FilterExpr, KeySpec};
+use crate::model::{FilterExpr, KeySpec, PmuEvent};
 
 /// What a run times: kernel functions or syscalls, never both.
 #[derive(Clone, Debug, Default)]
@@ -100,6 +100,9 @@ pub struct SessionSpec {
     pub slowest: u32,
     /// `hotprof sample --inside F`: load for sampling too, only inside the probed frames.
     pub sample_inside: bool,
+    /// `--counter`: PMU events counted per call, in order (each a histogram beside the
+    /// latency's).
+    pub pmu_events: Vec<PmuEvent>,
     /// `hotprof sample`: sample every online CPU this many times a second (perf events), with
     /// or without functions probed.
     pub sample_frequency: Option<u64>,

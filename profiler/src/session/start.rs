@@ -118,8 +118,11 @@ pub(super) fn attach(spec: &SessionSpec, filter: &Filters) -> anyhow::Result<Att
         child_slots: child_slots(&probed)?,
         sampling: spec.sample_inside,
         sample_inside: spec.sample_inside,
+        pmu_events: spec.pmu_events.clone(),
         main_object: false,
     };
+    // Before loading: a machine whose PMU lacks an event says so before anything is attached.
+    let pmu = attach::PmuCounters::open(&spec.pmu_events)?;
     let keys = KeyNames::new(probe.by.clone())?;
     // Timed before anything is attached: the run's own probes must not be in the baseline.
     let calibration_baseline = probe.calibrate.then(|| {
@@ -132,6 +135,8 @@ pub(super) fn attach(spec: &SessionSpec, filter: &Filters) -> anyhow::Result<Att
         mut ebpf,
         task_store,
     } = load(&config)?;
+    pmu.install(&ebpf)?;
+    drop(pmu);
     let mut links = attach::KprobeLinks::default();
     let entries = targets.len() - sites.len();
     attach::AttachSignals::check("probes", 0, probed.len())?;
@@ -283,6 +288,7 @@ fn mechanisms(spec: &SessionSpec, entries: usize, sites: usize) -> attach::Mecha
         && !spec.off_cpu
         && spec.stacks == StackCapture::None
         && spec.slowest == 0
+        && spec.pmu_events.is_empty()
         && !spec.sample_inside;
     let chosen = probe.mechanisms;
     attach::Mechanisms {

@@ -1,5 +1,6 @@
 //! bpf(2) where aya 0.14 has no call for it: the kernel's info about a program or a link
-//! (`BPF_OBJ_GET_INFO_BY_FD`).
+//! (`BPF_OBJ_GET_INFO_BY_FD`), and putting a perf event in a perf event array (aya's
+//! `PerfEventArray` only opens output buffers of its own).
 
 use std::io;
 use std::os::fd::{AsRawFd as _, BorrowedFd};
@@ -27,6 +28,31 @@ unsafe fn bpf<T>(cmd: bpf_cmd, attr: &mut T) -> io::Result<libc::c_long> {
     } else {
         Ok(rc)
     }
+}
+
+#[repr(C)]
+struct MapElemAttr {
+    map_fd: u32,
+    _pad: u32,
+    key: u64,
+    value: u64,
+    flags: u64,
+}
+
+/// Sets element `index` of the perf event array `map` to the perf event `event`
+/// (`BPF_MAP_UPDATE_ELEM`): the map then holds its own reference to the event.
+pub fn set_perf_event(map: BorrowedFd<'_>, index: u32, event: BorrowedFd<'_>) -> io::Result<()> {
+    let value = event.as_raw_fd() as u32;
+    let mut attr = MapElemAttr {
+        map_fd: map.as_raw_fd() as u32,
+        _pad: 0,
+        key: &index as *const u32 as u64,
+        value: &value as *const u32 as u64,
+        flags: 0,
+    };
+    // SAFETY: the prefix of bpf_attr BPF_MAP_UPDATE_ELEM reads (map_fd, key, value, flags);
+    // `key` and `value` point to u32s, the map's key and value sizes, alive across the call.
+    unsafe { bpf(bpf_cmd::BPF_MAP_UPDATE_ELEM, &mut attr) }.map(drop)
 }
 
 #[repr(C)]

@@ -1,11 +1,12 @@
-//! perf_event_open(2) for a kprobe, without a BPF program: how hotprof asks the kernel whether
-//! it accepts a kprobe at a place before deciding how to time a function there.
+//! perf_event_open(2) without a BPF program: a kprobe, how hotprof asks the kernel whether it
+//! accepts a kprobe at a place before deciding how to time a function there; and a counting
+//! hardware event on one CPU, which `--counter`'s programs read.
 
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{FromRawFd as _, OwnedFd};
 
-use aya_obj::generated::{PERF_FLAG_FD_CLOEXEC, perf_event_attr};
+use aya_obj::generated::{PERF_FLAG_FD_CLOEXEC, perf_event_attr, perf_type_id};
 
 /// The kprobe PMU's type, as the kernel numbers it (`/sys/bus/event_source/devices/kprobe/type`);
 /// `None` on a kernel without kprobes.
@@ -41,6 +42,35 @@ pub fn open_kprobe(pmu_type: u32, symbol: &str, offset: u64) -> io::Result<Owned
             &attr as *const perf_event_attr,
             -1 as libc::pid_t,
             0 as libc::c_int,
+            -1 as libc::c_int,
+            PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: perf_event_open returned a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Opens a counting (never sampling) event of perf's generic hardware event `config`
+/// (`PERF_COUNT_HW_*`) on CPU `cpu`, every process, kernel and user mode, enabled now: the
+/// count a BPF program reads with `bpf_perf_event_read_value` on that CPU.
+pub fn open_hardware_counter(config: u64, cpu: u32) -> io::Result<OwnedFd> {
+    // SAFETY: perf_event_attr is plain old data; all-zero bytes are a valid value for every
+    // field (a counting event with nothing optional requested).
+    let mut attr: perf_event_attr = unsafe { std::mem::zeroed() };
+    attr.size = std::mem::size_of::<perf_event_attr>() as u32;
+    attr.type_ = perf_type_id::PERF_TYPE_HARDWARE as u32;
+    attr.config = config;
+    // SAFETY: `attr` is a valid perf_event_attr of the size it states; the kernel copies it
+    // before returning.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            &attr as *const perf_event_attr,
+            -1 as libc::pid_t,
+            cpu as libc::c_int,
             -1 as libc::c_int,
             PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
         )

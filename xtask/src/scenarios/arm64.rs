@@ -330,7 +330,7 @@ fn doctor_rows(guest: &Guest, kernel: Kernel, can: &Supports) -> Result<()> {
 /// folds every call with `generic_perform_write` at the leaf under `vfs_write` and the write
 /// path, totalling the histogram's time; SIGINT and SIGTERM leave no program and no probe
 /// (`hotprof status`) and no workload; bad inputs, arm64's missing `open` among them, are one
-/// line and a non-zero exit each.
+/// line and a non-zero exit each (a PMU event qemu does not emulate among them).
 pub fn arm64_keys_stacks_signals(ctx: &mut Ctx) -> Result<()> {
     let kernel = ctx.kernel();
     let signals = ["INT", "TERM"];
@@ -345,6 +345,12 @@ pub fn arm64_keys_stacks_signals(ctx: &mut Ctx) -> Result<()> {
             (
                 "hotprof --fn vfs_write --by arg7",
                 "--by arg7: functions take their arguments in registers",
+            ),
+            // qemu's arm64 PMU has no branch event (it counts cycles, and instructions on
+            // the instruction clock): the kernel refuses the event, in one line.
+            (
+                "hotprof --fn vfs_read --counter branches --duration 1s",
+                "--counter branches: this machine's PMU does not count it",
             ),
         ])
         .collect();
@@ -431,4 +437,93 @@ true
 
     check_signals(&guest, &signals)?;
     check_bad_inputs(&guest, &bad)
+}
+
+/// `--counter` on arm64 (qemu's emulated PMU, on the instruction clock, where it counts
+/// instructions: `INST_RETIRED` from qemu's instruction count, `CPU_CYCLES` from its virtual
+/// clock, one cycle per instruction there), doctor's row saying so: `__task_pid_nr_ns` under getpid in fentry mode
+/// with `--counter instructions --counter cycles`. On one CPU every call's counts are kept
+/// (none migrates); each count encloses the call's timed window, and by the same amount as
+/// in the calibration's near-empty function: the PMU's instructions and the guest clock's
+/// (which counts instructions too, in 16 ns ticks of arm64's timer) agree on what lies
+/// between them. Cycles count what instructions count, within a few per call (the second
+/// event is read after the first).
+pub fn arm64_pmu_counter(ctx: &mut Ctx) -> Result<()> {
+    let guest = ctx.run_on_instruction_clock(&format!(
+        "hotprof doctor; hotprof --fn __task_pid_nr_ns --mode fentry --counter instructions \
+         --counter cycles --json /out/pmu.json -- syscall_lat {CALLS} 2>/out/pmu_err.txt; \
+         echo pmu_rc=$?"
+    ))?;
+    let (status, found) = row(&guest, "PMU events")?;
+    ensure!(
+        status == "yes" && found.starts_with("instructions, cycles count"),
+        "doctor's PMU row: {status} ({found}), want instructions and cycles counted"
+    );
+    let out = &guest.outcome.out_dir;
+    let stderr = fs::read_to_string(out.join("pmu_err.txt")).unwrap_or_default();
+    ensure!(
+        guest.outcome.stdout.contains("pmu_rc=0"),
+        "the --counter run failed: {stderr}"
+    );
+    let recording: serde_json::Value = serde_json::from_str(
+        &fs::read_to_string(out.join("pmu.json")).context("reading pmu.json")?,
+    )?;
+    let function = &recording["functions"][0];
+    let number = |value: &serde_json::Value, what: &str| -> Result<f64> {
+        value
+            .as_f64()
+            .with_context(|| format!("{what} missing in pmu.json: {function}"))
+    };
+    let calls = number(&function["count"], "count")?;
+    ensure!(
+        calls >= CALLS as f64,
+        "{calls} calls timed, want at least the {CALLS} getpids"
+    );
+    let latency_min = number(&function["min_ns"], "min_ns")?;
+    let latency_bias = number(&recording["probe_bias_ns"], "probe_bias_ns")?;
+    let counter = |index: usize, event: &str| -> Result<(f64, f64, f64)> {
+        let counter = &function["counters"][index];
+        ensure!(
+            counter["event"] == event,
+            "counter {index} is {}, want {event}",
+            counter["event"]
+        );
+        let counted = number(&counter["count"], "a counter's count")?;
+        ensure!(
+            counted == calls,
+            "{event}: {counted} of {calls} calls counted on one CPU"
+        );
+        Ok((
+            number(&counter["min"], "a counter's min")?,
+            number(&counter["mean"], "a counter's mean")?,
+            number(&counter["bias"], "a counter's bias")?,
+        ))
+    };
+    let (instructions_min, instructions_mean, instructions_bias) = counter(0, "instructions")?;
+    let (cycles_min, cycles_mean, _) = counter(1, "cycles")?;
+    // What the count spans beyond the timed window, in the run and in the calibration.
+    let outside_run = instructions_min - latency_min;
+    let outside_calibration = instructions_bias - latency_bias;
+    eprintln!(
+        "    instructions per call: min {instructions_min}, mean {instructions_mean:.1}; \
+         latency min {latency_min} ns; outside the timed window {outside_run} (calibration \
+         {outside_calibration}); cycles min {cycles_min}, mean {cycles_mean:.1}"
+    );
+    ensure!(
+        outside_run > 0.0,
+        "the fewest instructions counted ({instructions_min}) are not above the shortest \
+         call ({latency_min} ns = instructions on this clock): the count does not enclose the call"
+    );
+    // Two of arm64's 16 ns timer ticks: the clock's granularity at each of two reads.
+    ensure!(
+        (outside_run - outside_calibration).abs() <= 32.0,
+        "the count spans {outside_run} instructions beyond the call's timed window here, \
+         {outside_calibration} in the calibration: the PMU and the clock disagree"
+    );
+    ensure!(
+        (cycles_mean - instructions_mean).abs() <= 0.02 * instructions_mean,
+        "cycles per call {cycles_mean:.1} vs instructions {instructions_mean:.1}: one cycle \
+         per instruction on this clock"
+    );
+    Ok(())
 }

@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::arch::Arch;
 use crate::kernels::Kernel;
 use crate::util::fresh_dir;
-use crate::vm::{self, Accel, QemuSetup, VmOutcome, VmRun};
+use crate::vm::{self, QemuSetup, VmOutcome, VmRun};
 
 /// How the text report names the per-task store on `kernel`.
 pub fn store_words(kernel: Kernel) -> &'static str {
@@ -167,11 +167,7 @@ impl Ctx {
         };
         run.qemu = qemu.clone();
         if clock == Clock::Instructions {
-            run.accel = Accel::Tcg;
-            // A later `-smp` overrides the default's.
-            run.extra_qemu_args = ["-icount", "shift=0,sleep=off", "-smp", "1"]
-                .map(String::from)
-                .to_vec();
+            run = run.on_instruction_clock();
         }
         let outcome = vm::run(&run)?;
         self.last = Some(outcome.clone());

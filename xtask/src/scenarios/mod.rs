@@ -268,6 +268,13 @@ pub const SCENARIOS: &[Scenario] = &[
         kernels: &[Kernel::V6_12, Kernel::V6_1, Kernel::V7],
         run: arm64::arm64_keys_stacks_signals,
     },
+    Scenario {
+        name: "arm64_pmu_counter",
+        arch: Arch::Aarch64,
+        // qemu's emulated PMU is the kernel's: one kernel with fentry shows it.
+        kernels: &[Kernel::V6_12],
+        run: arm64::arm64_pmu_counter,
+    },
 ];
 
 #[cfg(test)]

@@ -99,6 +99,22 @@ impl VmRun {
         }
     }
 
+    /// This run on qemu's instruction clock: TCG, `-icount shift=0,sleep=off`, one CPU (5.10
+    /// and 6.1 hang bringing up a second on this clock). The guest's clock advances 1 ns per
+    /// instruction it executes, so a duration the probes take is an instruction count, the
+    /// same in every run; and qemu's arm64 PMU counts instructions (`INST_RETIRED`) only on
+    /// this clock.
+    pub fn on_instruction_clock(self) -> Self {
+        Self {
+            accel: Accel::Tcg,
+            // A later `-smp` overrides the default's.
+            extra_qemu_args: ["-icount", "shift=0,sleep=off", "-smp", "1"]
+                .map(String::from)
+                .to_vec(),
+            ..self
+        }
+    }
+
     /// This run on an `arch` guest, with that architecture's qemu.
     pub fn on(self, arch: Arch) -> Self {
         Self {

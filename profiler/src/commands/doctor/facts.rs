@@ -103,6 +103,8 @@ pub struct Facts {
     pub syscalls: Tried,
     /// The sampling program attached to a cpu-clock perf event.
     pub sampling: Tried,
+    /// The PMU events `--counter` can count here.
+    pub pmu: Tried,
     /// A kprobe.multi link created (5.18+).
     pub kprobe_multi: Tried,
     /// A kprobe.session link created (6.10+).

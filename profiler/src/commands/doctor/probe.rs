@@ -64,6 +64,11 @@ pub fn gather() -> Facts {
     } else {
         unprivileged()
     };
+    let pmu = if privileges.sufficient {
+        pmu_events()
+    } else {
+        unprivileged()
+    };
     Facts {
         release: crate::kernel_release(),
         btf: btf(),
@@ -77,6 +82,7 @@ pub fn gather() -> Facts {
         kprobe_multi: programs.kprobe_multi,
         kprobe_session: programs.kprobe_session,
         task_storage,
+        pmu,
         kcore: kcore(kernel.as_ref()),
         lockdown,
         perf_event_paranoid: read_number("/proc/sys/kernel/perf_event_paranoid"),
@@ -300,6 +306,39 @@ fn try_programs(
         sampling,
         kprobe_multi: kprobe_link(ebpf, KprobeAttach::Multi, fentry_target),
         kprobe_session: kprobe_link(ebpf, KprobeAttach::Session, fentry_target),
+    }
+}
+
+/// The PMU events `--counter` can count: each opened on CPU 0 as a run opens it, the kernel
+/// saying which exist (a VM may have no PMU, qemu's arm64 one counts instructions only on
+/// its instruction clock).
+fn pmu_events() -> Tried {
+    let mut counted = Vec::new();
+    // The events refused, grouped by the kernel's reason (a machine without a PMU refuses
+    // them all alike).
+    let mut refused: Vec<(String, Vec<&str>)> = Vec::new();
+    for event in crate::model::PmuEvent::ALL {
+        match attach::try_event(event, 0) {
+            Ok(_) => counted.push(event.name()),
+            Err(attach::PmuError::NotCounted { error, .. }) => {
+                let reason = tidy_reason(&error.to_string());
+                match refused.iter_mut().find(|(known, _)| *known == reason) {
+                    Some((_, events)) => events.push(event.name()),
+                    None => refused.push((reason, vec![event.name()])),
+                }
+            }
+            Err(error) => return Tried::Fails(error.to_string()),
+        }
+    }
+    let refused = refused
+        .iter()
+        .map(|(reason, events)| format!("{} ({reason})", events.join(", ")))
+        .collect::<Vec<_>>()
+        .join("; ");
+    match (counted.is_empty(), refused.is_empty()) {
+        (true, _) => Tried::Fails(format!("none counts: {refused}")),
+        (false, true) => Tried::Works(format!("{} count", counted.join(", "))),
+        (false, false) => Tried::Works(format!("{} count; not {refused}", counted.join(", "))),
     }
 }
 

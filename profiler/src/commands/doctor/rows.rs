@@ -61,6 +61,7 @@ pub fn rows(facts: &Facts) -> Vec<Row> {
         fsession(facts),
         syscalls(facts),
         sampling(facts),
+        pmu(facts),
         kprobe_multi(facts),
         task_storage(facts),
         kcore(facts),
@@ -88,6 +89,7 @@ fn untried(facts: &Facts, name: &str) -> bool {
         "fsession" => &facts.fsession,
         "syscall tracepoints" => &facts.syscalls,
         "perf sampling" => &facts.sampling,
+        "PMU events" => &facts.pmu,
         "task storage" => &facts.task_storage,
         "/proc/kcore" => &facts.kcore,
         "kprobe.multi/session" => &facts.kprobe_multi,
@@ -331,6 +333,18 @@ fn sampling(facts: &Facts) -> Row {
     }
 }
 
+fn pmu(facts: &Facts) -> Row {
+    Row {
+        name: "PMU events",
+        status: tried_status(&facts.pmu),
+        found: facts.pmu.detail().to_owned(),
+        enables: "`--counter EVENT`: instructions, cycles, … per call beside the latency",
+        fix: "a machine (or VM) with a PMU that counts the event: a VM needs a virtual PMU \
+              (KVM's, or qemu's arm64 one, which counts instructions only with -icount)"
+            .into(),
+    }
+}
+
 fn fsession(facts: &Facts) -> Row {
     Row {
         name: "fsession",
@@ -559,6 +573,7 @@ mod tests {
             fsession: works("the fsession program attached to __do_sys_getpid"),
             syscalls: works("sys_enter_getpid and sys_exit_getpid attached"),
             sampling: works("cpu-clock sampling attached on CPU 0"),
+            pmu: works("instructions, cycles, branches count"),
             kprobe_multi: works("link created on __do_sys_getpid"),
             kprobe_session: works("link created on __do_sys_getpid"),
             task_storage: works("a task-storage map was created"),
@@ -595,6 +610,9 @@ mod tests {
             kprobe_multi: fails("Operation not supported (os error 95)"),
             kprobe_session: fails("Operation not supported (os error 95)"),
             kcore: fails("No such file or directory (os error 2)"),
+            pmu: fails(
+                "none counts: instructions, cycles (No such file or directory (os error 2))",
+            ),
             lockdown: Lockdown::Mode("integrity".into()),
             ..healthy()
         }
@@ -665,6 +683,7 @@ mod tests {
                 ("fsession", "no"),
                 ("syscall tracepoints", "yes"),
                 ("perf sampling", "yes"),
+                ("PMU events", "no"),
                 ("kprobe.multi/session", "no"),
                 ("task storage", "yes"),
                 ("/proc/kcore", "no"),
