@@ -337,8 +337,14 @@ pub const SUBSTITUTIONS: &[(&str, &str, &str)] = &[
 pub const FRAGMENT: &str = "hotprof --fn do_sys_openat2 {} -- sh -c \
      'dd if=/dev/zero of=/dev/null bs=64k count=100; cat /nonexistent 2>/dev/null; true'";
 
-/// Examples that are no hotprof command and are not run, with why.
+/// Examples that are not run, with why: no hotprof command, or one this project's x86
+/// guests cannot run.
 pub const NOT_RUN: &[(&str, &str)] = &[
+    (
+        "--counter ",
+        "needs a PMU, which the x86 TCG guests lack: the arm64_pmu_counter scenario runs \
+         `--counter` in the arm64 guest on qemu's emulated PMU",
+    ),
     (
         "sha256sum -c SHA256SUMS",
         "verifies a download: dist writes and checks SHA256SUMS",
