@@ -4,7 +4,7 @@
 #![deny(unsafe_code)]
 
 use clap::Parser as _;
-use profiler::cli::Cli;
+use profiler::cli::{Cli, Command};
 
 fn main() {
     let cli = match Cli::try_parse() {
@@ -25,6 +25,10 @@ fn main() {
             std::process::exit(2);
         }
     };
+    // Not for `serve`: a scraper that hangs up mid-answer must not end it.
+    if !matches!(cli.command, Some(Command::Serve(_))) {
+        profiler::sys::signal::default_sigpipe();
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -33,6 +33,15 @@ pub fn restore(previous: Previous) {
     unsafe { libc::sigaction(previous.signal, &previous.action, std::ptr::null_mut()) };
 }
 
+/// Gives SIGPIPE its default action back (Rust's runtime ignores it, so a write to a closed
+/// pipe panics instead): `hotprof list | head` then ends quietly when `head` has read enough,
+/// as `grep` does. Whatever hotprof attached is held by descriptors, which the kernel closes
+/// as the process ends.
+pub fn default_sigpipe() {
+    // SAFETY: SIG_DFL is a valid disposition for SIGPIPE; no handler runs.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+}
+
 /// Sends `signal` to the calling thread; whether it was sent.
 pub fn raise(signal: libc::c_int) -> bool {
     // SAFETY: raise only delivers a signal to this thread, whose handler (or default action)
