@@ -299,6 +299,26 @@ fentry_slots!(
     fentry_60 fexit_60 60, fentry_61 fexit_61 61, fentry_62 fexit_62 62, fentry_63 fexit_63 63,
 );
 
+/// fentry.multi and fexit.multi: one program per side for every function of the run's
+/// tracing-multi link, each function's id its cookie (as kprobe.multi's): the functions past
+/// the [`FENTRY_SLOTS`] pairs, which each need a program of their own. Loaded with
+/// `BPF_TRACE_FENTRY_MULTI`/`FEXIT_MULTI` (userspace's patched aya). Minimum kernel 7.x
+/// (tracing-multi links; x86-64 only), BTF required.
+///
+/// [`FENTRY_SLOTS`]: profiler_common::FENTRY_SLOTS
+#[fentry]
+pub fn fentry_multi_entry(ctx: FEntryContext) -> u32 {
+    enter(&ctx, attach_cookie(&ctx), None);
+    0
+}
+
+/// The return side of [`fentry_multi_entry`]: the innermost open frame of its function.
+#[fexit]
+pub fn fexit_multi_exit(ctx: FExitContext) -> u32 {
+    leave(ReturnOf::Func(attach_cookie(&ctx)), &ctx);
+    0
+}
+
 /// One `sys_enter_*`/`sys_exit_*` tracepoint pair per syscall slot; the slot is the function
 /// id, so no syscall-number table is needed. Minimum kernel 4.7.
 macro_rules! syscall_slots {

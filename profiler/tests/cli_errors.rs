@@ -126,6 +126,10 @@ fn argument_errors_need_no_privileges() {
             &["--fn", "vfs_read", "--mode", "fsession", "--no-fsession"],
             "contradict",
         ),
+        (
+            &["--fn", "vfs_read", "--mode", "kprobe", "--tracing-multi"],
+            "--tracing-multi is fentry mode's",
+        ),
     ];
     for (args, expected) in cases {
         assert_one_line_error(args, expected);

@@ -37,6 +37,11 @@ pub enum AttachError {
         "fentry mode handles at most {FENTRY_SLOTS} functions per run ({requested} requested): use --mode kprobe"
     )]
     TooManyForFentry { requested: usize },
+    /// Tracing-multi links refused (past `FENTRY_SLOTS` functions, or `--tracing-multi`).
+    #[error(
+        "the kernel refused tracing-multi links for {requested} function(s): {reason}; without them fentry mode takes at most {FENTRY_SLOTS} functions (kprobe mode any number)"
+    )]
+    TracingMultiRefused { requested: usize, reason: Reason },
     /// `--mode fsession` refused: the kernel's reason, or a run that needs frames.
     #[error(transparent)]
     Fsession(#[from] FsessionRefused),

@@ -47,11 +47,9 @@ pub(super) fn attach_fentry(
                 fentry_load_reason(e),
             )))
         };
-        let btf_id = btf.function(&target.symbol).ok_or_else(|| {
-            fail(Reason::new(
-                "not a function in the kernel's BTF (/sys/kernel/btf/vmlinux)",
-            ))
-        })?;
+        let btf_id = btf
+            .trampoline_target(&target.symbol)
+            .map_err(|why| fail(Reason::new(why)))?;
         let entry: &mut FEntry = program(ebpf, &format!("fentry_{slot}"))?;
         entry.load_by_btf_id(btf_id).map_err(refused)?;
         entry.attach().map_err(refused)?;

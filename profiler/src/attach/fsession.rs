@@ -27,8 +27,12 @@ pub enum FentryAttach {
     /// needs no frames (`session/start.rs` decides); else as `Pairs`.
     #[default]
     Fsession,
-    /// An fentry/fexit pair per function, each call in a frame (`--no-fsession`).
+    /// An fentry/fexit pair per function, each call in a frame (`--no-fsession`); past 64
+    /// functions, tracing-multi links where the kernel has them.
     Pairs,
+    /// Tracing-multi links (7.x, x86-64) whatever the number of functions
+    /// (`--tracing-multi`, and the calibration of a run whose functions went through them).
+    Multi,
 }
 
 /// Attaches `target`, the run's one function (slot 0), with the fsession program. On failure
@@ -44,11 +48,9 @@ pub fn attach_fsession(ebpf: &mut Ebpf, target: &Target) -> Result<(), FsessionR
         function: target.symbol.clone(),
         reason,
     };
-    let btf_id = btf.function(&target.symbol).ok_or_else(|| {
-        refused(Reason::new(
-            "not a function in the kernel's BTF (/sys/kernel/btf/vmlinux)",
-        ))
-    })?;
+    let btf_id = btf
+        .trampoline_target(&target.symbol)
+        .map_err(|why| refused(Reason::new(why)))?;
     let program: &mut FEntry = ebpf
         .program_mut(FSESSION_PROGRAM)
         .ok_or(FsessionRefused::NoProgram)?

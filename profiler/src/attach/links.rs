@@ -1,18 +1,24 @@
-//! The kprobe links a run owns, closed in parallel when dropped.
+//! The links a run owns apart from its programs: kprobe links, closed in parallel when
+//! dropped, and fentry mode's tracing-multi links (plain descriptors).
+
+use std::os::fd::OwnedFd;
 
 use aya::programs::kprobe::KProbeLink;
 
 /// The kprobe/kretprobe links of a run, owned apart from their programs so that dropping
 /// them closes them in parallel. Each close unregisters one kprobe and waits out an RCU grace
 /// period; one after another, 2000 of them took 2.5 minutes in a TCG guest, while closes on
-/// several threads share their grace periods. Keep it alive as long as the probes should be.
+/// several threads share their grace periods. The second field holds tracing-multi links
+/// (`tracing_multi.rs`): two descriptors, each closing every function of its side. Keep it
+/// alive as long as the probes should be.
 #[derive(Default)]
-pub struct KprobeLinks(pub(super) Vec<KProbeLink>);
+pub struct KprobeLinks(pub(super) Vec<KProbeLink>, pub(super) Vec<OwnedFd>);
 
 impl KprobeLinks {
     /// Takes `other`'s links into these.
     pub fn extend(&mut self, mut other: KprobeLinks) {
         self.0.append(&mut other.0);
+        self.1.append(&mut other.1);
     }
 }
 

@@ -26,6 +26,7 @@ mod privileges;
 mod program;
 mod session_link;
 mod syscalls;
+mod tracing_multi;
 mod tracking;
 
 pub use btf::{BtfIndex, BtfParseError, KernelBtfError, kernel_btf};
@@ -50,4 +51,5 @@ pub use session_link::kfunc_ids;
 pub use syscalls::{
     SyscallMode, attach_syscalls, attach_syscalls_in, running_thread_info_status_offset,
 };
+pub use tracing_multi::attach_types as tracing_multi_attach_types;
 pub use tracking::attach_tracking;

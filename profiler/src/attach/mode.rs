@@ -3,6 +3,7 @@
 //! (`kprobe.rs`).
 
 use aya::Ebpf;
+use profiler_common::FENTRY_SLOTS;
 
 use super::error::{AttachError, FsessionRefused, Reason, one_line};
 use super::fentry::{attach_fentry, detach_fentry};
@@ -13,6 +14,7 @@ use super::links::KprobeLinks;
 use super::modes::{AttachedMode, LinkKind, Mode};
 use super::multi::KprobeAttach;
 use super::program::kprobes_available;
+use super::tracing_multi::{attach_tracing_multi, unload_tracing_multi};
 use crate::progress::Progress;
 use crate::resolve::Target;
 
@@ -65,10 +67,10 @@ pub fn attach_functions_with(
 ) -> Result<AttachedFunctions, AttachError> {
     let _signals = AttachSignals::catch();
     let mut notes = Vec::new();
-    let fentry = |notes, kinds| AttachedFunctions {
+    let fentry = |notes, (kinds, links)| AttachedFunctions {
         mode: AttachedMode::Fentry,
         notes,
-        links: KprobeLinks::default(),
+        links,
         kinds,
     };
     let kprobe = |mut notes: Vec<String>, attached: AttachedKprobes| {
@@ -91,7 +93,10 @@ pub fn attach_functions_with(
             (FentryAttach::Fsession, [target]) => {
                 attach_fsession(ebpf, target)?;
                 AttachSignals::check("functions (one fsession program)", 1, 1)?;
-                Ok(fentry(notes, vec![LinkKind::Fsession]))
+                Ok(fentry(
+                    notes,
+                    (vec![LinkKind::Fsession], KprobeLinks::default()),
+                ))
             }
             _ => Err(FsessionRefused::NeedsFrames.into()),
         },
@@ -122,21 +127,33 @@ pub fn attach_functions_with(
 }
 
 /// fentry mode's attaching: the fsession program for a run of one function where `how`
-/// allows and the kernel has it (7.0+; a note where it has it and refuses), else an
-/// fentry/fexit pair per function. Each target's link kind.
+/// allows and the kernel has it (7.0+; a note where it has it and refuses); past 64
+/// functions (or where `how` says so) tracing-multi links; else an fentry/fexit pair per
+/// function. Each target's link kind, and the links not owned by the programs.
 fn attach_trampolines(
     ebpf: &mut Ebpf,
     targets: &[Target],
     how: FentryAttach,
     progress: &mut Progress,
     notes: &mut Vec<String>,
-) -> Result<Vec<LinkKind>, AttachError> {
+) -> Result<(Vec<LinkKind>, KprobeLinks), AttachError> {
+    let forced = how == FentryAttach::Multi;
+    if forced || targets.len() > FENTRY_SLOTS as usize {
+        let count = targets.len();
+        let links = attach_tracing_multi(ebpf, targets, forced)?;
+        progress.attaching("functions (two tracing-multi links)", count, count);
+        AttachSignals::check("functions (two tracing-multi links)", count, count)?;
+        return Ok((
+            vec![LinkKind::TracingMulti; count],
+            KprobeLinks(Vec::new(), links),
+        ));
+    }
     if let (FentryAttach::Fsession, [target]) = (how, targets) {
         match attach_fsession(ebpf, target) {
             Ok(()) => {
                 progress.attaching("fsession functions", 1, 1);
                 AttachSignals::check("functions (one fsession program)", 1, 1)?;
-                return Ok(vec![LinkKind::Fsession]);
+                return Ok((vec![LinkKind::Fsession], KprobeLinks::default()));
             }
             Err(refused) if refused.is_expected() => {}
             Err(refused) => notes.push(format!(
@@ -146,12 +163,16 @@ fn attach_trampolines(
         }
     }
     attach_fentry(ebpf, targets, progress)?;
-    Ok(vec![LinkKind::Fentry; targets.len()])
+    Ok((
+        vec![LinkKind::Fentry; targets.len()],
+        KprobeLinks::default(),
+    ))
 }
 
 /// Unloads whatever [`attach_trampolines`] left behind.
 fn detach_trampolines(ebpf: &mut Ebpf, slots: usize) {
     detach_fsession(ebpf);
+    unload_tracing_multi(ebpf);
     detach_fentry(ebpf, slots);
 }
 

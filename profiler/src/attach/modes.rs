@@ -26,6 +26,8 @@ pub enum LinkKind {
     Fentry,
     /// fentry mode's fsession program (a trampoline at both sides; no frames).
     Fsession,
+    /// fentry mode's tracing-multi links (fentry.multi/fexit.multi; each call in a frame).
+    TracingMulti,
     /// A perf kprobe and kretprobe (a function's entry), or a call site's pair of kprobes.
     Perf,
     /// kprobe mode's kprobe.multi link (an fprobe, not a perf kprobe).

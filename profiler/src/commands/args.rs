@@ -72,6 +72,13 @@ pub struct ProbeArgs {
     #[arg(long)]
     pub no_fsession: bool,
 
+    /// In fentry mode, attach the functions through two tracing-multi links (Linux 7.x,
+    /// x86-64: one fentry.multi and one fexit.multi program for all of them, each function's
+    /// slot its cookie) however few they are. Past 64 functions fentry mode takes them that
+    /// way anyway where the kernel has them, as fentry/fexit pairs stop at 64.
+    #[arg(long)]
+    pub tracing_multi: bool,
+
     /// Call-site mode: only the call sites in callers matching this glob, or any of several
     /// separated by commas (`_copy_to_user` has hundreds).
     #[arg(long, value_name = "GLOB[,GLOB]")]
@@ -209,6 +216,14 @@ impl ProbeArgs {
         if self.no_fsession && self.mode == ModeArg::Fsession {
             bail!("--no-fsession and --mode fsession contradict each other: give one");
         }
+        if self.tracing_multi
+            && matches!(
+                self.mode,
+                ModeArg::Fsession | ModeArg::Kprobe | ModeArg::Callsite
+            )
+        {
+            bail!("--tracing-multi is fentry mode's: give --mode fentry or leave --mode out");
+        }
         Ok(ProbeSpec {
             targets,
             syscall_mode: self.syscall_mode.into(),
@@ -221,7 +236,9 @@ impl ProbeArgs {
                 } else {
                     KprobeAttach::Session
                 },
-                fentry: if self.no_fsession {
+                fentry: if self.tracing_multi {
+                    FentryAttach::Multi
+                } else if self.no_fsession {
                     FentryAttach::Pairs
                 } else {
                     FentryAttach::Fsession

@@ -78,6 +78,7 @@ pub fn run(args: &ListArgs) -> anyhow::Result<i32> {
             btf: btf.is_some(),
             blacklisted,
             in_btf: in_btf(name),
+            variadic: btf.is_some_and(|b| b.variadic(name)),
             traceable,
             entry_kprobe,
         };
@@ -158,6 +159,8 @@ struct Facts {
     blacklisted: bool,
     /// Has a function entry in the kernel's BTF (not a compiler clone, not inlined).
     in_btf: bool,
+    /// Takes variable arguments, which no trampoline passes.
+    variadic: bool,
     /// Whether ftrace lists it; `None` when the list of traceable functions is unreadable.
     traceable: Option<bool>,
     /// For a function ftrace does not list: what the kernel answered a kprobe at its entry
@@ -193,6 +196,7 @@ impl Facts {
             (false, _, _) => "no (no kernel BTF)",
             _ if self.fentry_refused => REFUSED,
             (true, false, _) => "no (not in BTF: alias or clone)",
+            _ if self.variadic => "no (variadic: `...`)",
             // No ftrace location at all: nothing for a trampoline to patch.
             (true, true, Some(Err(libc::EINVAL))) => "no (notrace)",
             // Unlisted, but the kernel took a kprobe: a run tries fentry first, and the
@@ -250,6 +254,7 @@ mod tests {
         btf: true,
         blacklisted: false,
         in_btf: true,
+        variadic: false,
         traceable: Some(true),
         entry_kprobe: None,
     };
@@ -274,6 +279,21 @@ mod tests {
             ..ALL_YES
         };
         assert_eq!(unknown.fentry(), "yes");
+    }
+
+    #[test]
+    fn a_variadic_function_is_no_for_trampolines_and_yes_for_kprobes() {
+        let variadic = Facts {
+            variadic: true,
+            ..ALL_YES
+        };
+        assert_eq!(variadic.kprobe(), "yes");
+        assert_eq!(variadic.fentry(), "no (variadic: `...`)");
+        assert!(
+            variadic.fsession().starts_with("no"),
+            "{}",
+            variadic.fsession()
+        );
     }
 
     #[test]
@@ -326,6 +346,7 @@ mod tests {
                 Facts {
                     btf: false,
                     in_btf: false,
+                    variadic: false,
                     ..unlisted(Err(libc::EINVAL))
                 },
                 "no (no kernel BTF)",
@@ -333,6 +354,7 @@ mod tests {
             (
                 Facts {
                     in_btf: false,
+                    variadic: false,
                     ..ALL_YES
                 },
                 "no (not in BTF: alias or clone)",
@@ -340,6 +362,7 @@ mod tests {
             (
                 Facts {
                     in_btf: false,
+                    variadic: false,
                     ..unlisted(Ok(()))
                 },
                 "no (not in BTF: alias or clone)",
@@ -413,6 +436,7 @@ mod tests {
         let clone = Facts {
             blacklisted: true,
             in_btf: false,
+            variadic: false,
             ..ALL_YES
         };
         let lines = [

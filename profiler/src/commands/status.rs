@@ -14,6 +14,8 @@ fn is_hotprof_program(name: &str) -> bool {
         "kretprobe_multi",
         "kprobe_session",
         "fsession",
+        "fentry_multi_en",
+        "fexit_multi_exi",
         "callsite_return",
         "btf_sys_enter",
         "btf_sys_exit",

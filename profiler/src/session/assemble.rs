@@ -122,6 +122,8 @@ impl Layout {
             kprobe_label(self.probed.iter().filter(|p| p.site.is_none()))
         } else if self.probed.iter().any(|p| p.link == LinkKind::Fsession) {
             "fsession"
+        } else if self.probed.iter().any(|p| p.link == LinkKind::TracingMulti) {
+            "fentry.multi"
         } else {
             self.mode.as_str()
         };

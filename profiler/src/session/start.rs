@@ -209,6 +209,8 @@ pub(super) fn attach(spec: &SessionSpec, filter: &Filters) -> anyhow::Result<Att
         },
         fentry: if linked(LinkKind::Fsession) {
             attach::FentryAttach::Fsession
+        } else if linked(LinkKind::TracingMulti) {
+            attach::FentryAttach::Multi
         } else {
             attach::FentryAttach::Pairs
         },
@@ -296,10 +298,10 @@ fn mechanisms(spec: &SessionSpec, entries: usize, sites: usize) -> attach::Mecha
             attach::KprobeAttach::Session if !frameless => attach::KprobeAttach::Multi,
             kprobe => kprobe,
         },
-        fentry: if frameless {
-            chosen.fentry
-        } else {
-            attach::FentryAttach::Pairs
+        fentry: match chosen.fentry {
+            attach::FentryAttach::Multi => attach::FentryAttach::Multi,
+            fentry if frameless => fentry,
+            _ => attach::FentryAttach::Pairs,
         },
     }
 }

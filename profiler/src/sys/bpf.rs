@@ -3,7 +3,7 @@
 //! `PerfEventArray` only opens output buffers of its own).
 
 use std::io;
-use std::os::fd::{AsRawFd as _, BorrowedFd};
+use std::os::fd::{AsRawFd as _, BorrowedFd, FromRawFd as _, OwnedFd};
 
 use aya_obj::generated::{bpf_cmd, bpf_link_info, bpf_link_type, bpf_prog_info};
 
@@ -53,6 +53,48 @@ pub fn set_perf_event(map: BorrowedFd<'_>, index: u32, event: BorrowedFd<'_>) ->
     // SAFETY: the prefix of bpf_attr BPF_MAP_UPDATE_ELEM reads (map_fd, key, value, flags);
     // `key` and `value` point to u32s, the map's key and value sizes, alive across the call.
     unsafe { bpf(bpf_cmd::BPF_MAP_UPDATE_ELEM, &mut attr) }.map(drop)
+}
+
+/// `bpf_attr.link_create` with its `tracing_multi` member (Linux 7.x).
+#[repr(C)]
+struct TracingMultiLinkAttr {
+    prog_fd: u32,
+    target_fd: u32,
+    attach_type: u32,
+    flags: u32,
+    ids: u64,
+    cookies: u64,
+    cnt: u32,
+    _pad: u32,
+}
+
+/// `BPF_LINK_CREATE` of a tracing-multi link: the program `prog` (loaded with
+/// `attach_type`, a `*_MULTI` tracing attach type) on the kernel functions of BTF ids `ids`,
+/// each with its cookie. The link is the returned descriptor: closing it detaches them all.
+pub fn link_create_tracing_multi(
+    prog: BorrowedFd<'_>,
+    attach_type: u32,
+    ids: &[u32],
+    cookies: &[u64],
+) -> io::Result<OwnedFd> {
+    if ids.len() != cookies.len() {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    let mut attr = TracingMultiLinkAttr {
+        prog_fd: prog.as_raw_fd() as u32,
+        target_fd: 0,
+        attach_type,
+        flags: 0,
+        ids: ids.as_ptr() as u64,
+        cookies: cookies.as_ptr() as u64,
+        cnt: ids.len() as u32,
+        _pad: 0,
+    };
+    // SAFETY: the prefix of bpf_attr BPF_LINK_CREATE reads for a tracing-multi link;
+    // `ids` and `cookies` point to `cnt` u32s and u64s, alive across the call.
+    let fd = unsafe { bpf(bpf_cmd::BPF_LINK_CREATE, &mut attr) }?;
+    // SAFETY: BPF_LINK_CREATE returned a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
 #[repr(C)]

@@ -78,6 +78,21 @@ pub fn doctor_matches_what_works(ctx: &mut Ctx) -> Result<()> {
         status == want && fsession.starts_with(found),
         "the fsession row says {status} {fsession:?}, want {want} {found}…"
     );
+    // tracing-multi: both links attached on 7.x (x86-64); elsewhere no such attach types.
+    let (status, multi) = row(&guest, "tracing-multi")?;
+    let (want, found) = if has_fsession(kernel) {
+        ("yes", "fentry.multi and fexit.multi links attached to ")
+    } else {
+        (
+            "no",
+            "this kernel has no tracing-multi links (Linux 7.x): no BPF_TRACE_FENTRY_MULTI in its \
+             BTF",
+        )
+    };
+    ensure!(
+        status == want && multi.starts_with(found),
+        "the tracing-multi row says {status} {multi:?}, want {want} {found}…"
+    );
     let (_, storage) = row(&guest, "task storage")?;
     if old {
         ensure!(

@@ -90,7 +90,7 @@ fn session_report(guest: &Guest, file: &str, session: &Session) -> Result<Report
 }
 
 /// Every loss counter of `report` that is not zero.
-fn nonzero_losses(report: &Report) -> Vec<String> {
+pub(super) fn nonzero_losses(report: &Report) -> Vec<String> {
     report.json["losses"]
         .as_object()
         .map(|losses| {

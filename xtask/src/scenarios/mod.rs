@@ -38,6 +38,7 @@ mod lifecycle;
 mod raw_syscalls;
 mod sampled_stacks;
 mod stacks;
+mod tracing_multi;
 
 /// A named end-to-end test, the guest architecture and the kernels it runs on.
 pub struct Scenario {
@@ -230,6 +231,12 @@ pub const SCENARIOS: &[Scenario] = &[
         arch: Arch::X86_64,
         kernels: &[Kernel::V7],
         run: kprobe_session::fsession_exact,
+    },
+    Scenario {
+        name: "tracing_multi_exact",
+        arch: Arch::X86_64,
+        kernels: &[Kernel::V6_12, Kernel::V7],
+        run: tracing_multi::tracing_multi_exact,
     },
     Scenario {
         name: "auto_mode_typed_functions",

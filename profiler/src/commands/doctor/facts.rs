@@ -99,6 +99,8 @@ pub struct Facts {
     pub fentry: Tried,
     /// One fsession program attached (7.0+).
     pub fsession: Tried,
+    /// An fentry.multi and an fexit.multi link created (7.x, x86-64).
+    pub tracing_multi: Tried,
     /// `syscalls/sys_enter_getpid` and `sys_exit_getpid` attached.
     pub syscalls: Tried,
     /// The sampling program attached to a cpu-clock perf event.

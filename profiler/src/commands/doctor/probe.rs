@@ -77,6 +77,7 @@ pub fn gather() -> Facts {
         kprobe: programs.kprobe,
         fentry: programs.fentry,
         fsession: programs.fsession,
+        tracing_multi: programs.tracing_multi,
         syscalls: programs.syscalls,
         sampling: programs.sampling,
         kprobe_multi: programs.kprobe_multi,
@@ -232,6 +233,7 @@ struct Programs {
     kprobe: Tried,
     fentry: Tried,
     fsession: Tried,
+    tracing_multi: Tried,
     syscalls: Tried,
     sampling: Tried,
     kprobe_multi: Tried,
@@ -246,6 +248,7 @@ impl Programs {
             kprobe: why.clone(),
             fentry: why.clone(),
             fsession: why.clone(),
+            tracing_multi: why.clone(),
             syscalls: why.clone(),
             sampling: why.clone(),
             kprobe_multi: why.clone(),
@@ -288,6 +291,7 @@ fn try_programs(
     let kprobe = try_kprobe(ebpf, kprobe_target);
     let fentry = try_fentry(ebpf, fentry_target);
     let fsession = try_fsession(ebpf, fentry_target);
+    let tracing_multi = try_tracing_multi(ebpf, fentry_target);
     let syscalls = match tracefs {
         None => Tried::NotTried("no tracefs".into()),
         Some(root) => match attach::attach_syscalls(ebpf, &["getpid".to_owned()], root) {
@@ -302,6 +306,7 @@ fn try_programs(
         kprobe,
         fentry,
         fsession,
+        tracing_multi,
         syscalls,
         sampling,
         kprobe_multi: kprobe_link(ebpf, KprobeAttach::Multi, fentry_target),
@@ -387,6 +392,29 @@ fn try_fsession(ebpf: &mut aya::Ebpf, target: Option<&Target>) -> Tried {
         Mode::Fsession,
         session,
         "the fsession program",
+    )
+}
+
+/// An fentry.multi and fexit.multi link on `target` (as fentry mode past 64 functions gets
+/// them), or why not: a kernel whose BTF has no such attach types is not asked.
+fn try_tracing_multi(ebpf: &mut aya::Ebpf, target: Option<&Target>) -> Tried {
+    if attach::tracing_multi_attach_types().is_none() {
+        return Tried::Fails(
+            "this kernel has no tracing-multi links (Linux 7.x): no BPF_TRACE_FENTRY_MULTI in \
+             its BTF"
+                .into(),
+        );
+    }
+    let multi = attach::Mechanisms {
+        fentry: attach::FentryAttach::Multi,
+        ..WITH_FRAMES
+    };
+    attach_one(
+        ebpf,
+        target,
+        Mode::Fentry,
+        multi,
+        "fentry.multi and fexit.multi links",
     )
 }
 

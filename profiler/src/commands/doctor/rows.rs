@@ -59,6 +59,7 @@ pub fn rows(facts: &Facts) -> Vec<Row> {
         kprobes(facts),
         fentry(facts),
         fsession(facts),
+        tracing_multi(facts),
         syscalls(facts),
         sampling(facts),
         pmu(facts),
@@ -87,6 +88,7 @@ fn untried(facts: &Facts, name: &str) -> bool {
         "kprobes" => &facts.kprobe,
         "fentry" => &facts.fentry,
         "fsession" => &facts.fsession,
+        "tracing-multi" => &facts.tracing_multi,
         "syscall tracepoints" => &facts.syscalls,
         "perf sampling" => &facts.sampling,
         "PMU events" => &facts.pmu,
@@ -358,6 +360,20 @@ fn fsession(facts: &Facts) -> Row {
     }
 }
 
+fn tracing_multi(facts: &Facts) -> Row {
+    Row {
+        name: "tracing-multi",
+        status: tried_status(&facts.tracing_multi),
+        found: facts.tracing_multi.detail().to_owned(),
+        enables: "fentry mode past 64 functions: one fentry.multi and one fexit.multi link for \
+                  them all, each function's slot its cookie (without it, auto mode takes \
+                  kprobe.multi there)",
+        fix: "nothing needed (kprobe mode takes any number of functions, at kprobe cost); it \
+              needs Linux 7.x on x86-64"
+            .into(),
+    }
+}
+
 fn kprobe_multi(facts: &Facts) -> Row {
     let (multi, session) = (&facts.kprobe_multi, &facts.kprobe_session);
     let status = match (multi, session) {
@@ -571,6 +587,7 @@ mod tests {
             kprobe: works("kprobe and kretprobe attached to __x64_sys_getpid"),
             fentry: works("fentry and fexit attached to __do_sys_getpid"),
             fsession: works("the fsession program attached to __do_sys_getpid"),
+            tracing_multi: works("fentry.multi and fexit.multi links attached to __do_sys_getpid"),
             syscalls: works("sys_enter_getpid and sys_exit_getpid attached"),
             sampling: works("cpu-clock sampling attached on CPU 0"),
             pmu: works("instructions, cycles, branches count"),
@@ -606,6 +623,10 @@ mod tests {
             fentry,
             fsession: fails(
                 "this kernel has no fsession (Linux 7.0): no BPF_TRACE_FSESSION in its BTF",
+            ),
+            tracing_multi: fails(
+                "this kernel has no tracing-multi links (Linux 7.x): no BPF_TRACE_FENTRY_MULTI \
+                 in its BTF",
             ),
             kprobe_multi: fails("Operation not supported (os error 95)"),
             kprobe_session: fails("Operation not supported (os error 95)"),
@@ -681,6 +702,7 @@ mod tests {
                 ("kprobes", "no"),
                 ("fentry", "no"),
                 ("fsession", "no"),
+                ("tracing-multi", "no"),
                 ("syscall tracepoints", "yes"),
                 ("perf sampling", "yes"),
                 ("PMU events", "no"),

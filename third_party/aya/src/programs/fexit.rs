@@ -7,7 +7,8 @@ use aya_obj::{
 
 use crate::programs::{
     FdLink, FdLinkId, ProgramData, ProgramError, ProgramType, define_link_wrapper,
-    load_program_with_attach_type, utils::attach_raw_tracepoint,
+    load_program_with_attach_type, load_program_with_raw_attach_type,
+    utils::attach_raw_tracepoint,
 };
 
 /// A program that can be attached to the exit point of (almost) any kernel
@@ -83,8 +84,20 @@ impl FExit {
     /// kernel's BTF themselves rather than parse it into a [`Btf`].
     pub fn load_by_btf_id(&mut self, btf_id: u32) -> Result<(), ProgramError> {
         let Self { data } = self;
-        data.attach_btf_id = Some(btf_id);
+        data.attach_btf_id = (btf_id != 0).then_some(btf_id);
         load_program_with_attach_type(BPF_PROG_TYPE_TRACING, BPF_TRACE_FEXIT, data)
+    }
+
+    /// hotprof patch (HOTPROF-PATCH.md): loads the program for a tracing-multi link
+    /// (`BPF_TRACE_FEXIT_MULTI`, Linux 7.x, x86-64), `attach_type` being that attach type's
+    /// value as the running kernel's BTF numbers it. No attach BTF id: the kernel refuses one
+    /// (EINVAL) and verifies the program against its own placeholder, `bpf_multi_func`. Such a
+    /// program is attached by a `BPF_LINK_CREATE` naming its functions, not by
+    /// [`Self::attach`].
+    pub fn load_for_multi(&mut self, attach_type: u32) -> Result<(), ProgramError> {
+        let Self { data } = self;
+        data.attach_btf_id = None;
+        load_program_with_raw_attach_type(BPF_PROG_TYPE_TRACING, attach_type, data)
     }
 
     /// Attaches the program.
