@@ -15,20 +15,23 @@
 //! ignores TARGET, the timing floor times only that syscall, found by number as hotprof does)
 //! or `session` (one program at TARGET's entry and return through a kprobe.session link, 6.10+
 //! with BTF; the floor keeps its start time in the call's session cookie) or `fsession` (the
-//! same as one fsession program on TARGET's trampoline, 7.0+).
+//! same as one fsession program on TARGET's trampoline, 7.0+) or `multi` (fentry's pair of
+//! programs through two tracing-multi links on TARGET alone, 7.x on x86-64).
 
+use std::os::fd::AsFd as _;
 use std::process::{Command, ExitCode};
 
 use anyhow::{Context, Result, bail};
 use aya::maps::{Array, PerCpuArray};
 use aya::programs::{BtfTracePoint, FEntry, FExit, KProbe, TracePoint};
 use aya::{Btf, Ebpf, EbpfLoader};
+use profiler::sys::bpf::link_create_tracing_multi;
 use profiler_common::names;
 
 /// The same object hotprof loads; the empty programs live in it beside the real ones.
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/profiler"));
 
-const USAGE: &str = "usage: empty_probe [--timed] kprobe|fentry|tracepoint|raw|session|fsession TARGET -- CMD [ARGS]";
+const USAGE: &str = "usage: empty_probe [--timed] kprobe|fentry|tracepoint|raw|session|fsession|multi TARGET -- CMD [ARGS]";
 
 fn main() -> ExitCode {
     match run() {
@@ -55,6 +58,8 @@ fn run() -> Result<u8> {
         _ => bail!("{USAGE}"),
     };
     let mut ebpf = load()?;
+    // The tracing-multi links (`multi`), held until the command has run.
+    let mut links = Vec::new();
     match mode {
         "kprobe" => {
             // The program's section (kprobe or kretprobe) decides which one it attaches as.
@@ -159,6 +164,29 @@ fn run() -> Result<u8> {
                 .attach()
                 .with_context(|| format!("attaching {program} to {target}"))?;
         }
+        "multi" => {
+            let btf = profiler::attach::kernel_btf()?;
+            let id = btf
+                .trampoline_target(target)
+                .map_err(|why| anyhow::anyhow!("{target}: {why}"))?;
+            let (entry_type, exit_type) = profiler::attach::tracing_multi_attach_types()
+                .context("this kernel has no tracing-multi links (Linux 7.x)")?;
+            let entry: &mut FEntry = program_mut(&mut ebpf, &format!("{kind}_fentry"))?;
+            entry
+                .load_for_multi(entry_type)
+                .context("loading fentry for a tracing-multi link")?;
+            links.push(
+                link_create_tracing_multi(entry.fd()?.as_fd(), entry_type, &[id], &[0])
+                    .with_context(|| format!("linking fentry.multi to {target}"))?,
+            );
+            let exit: &mut FExit = program_mut(&mut ebpf, &format!("{kind}_fexit"))?;
+            exit.load_for_multi(exit_type)
+                .context("loading fexit for a tracing-multi link")?;
+            links.push(
+                link_create_tracing_multi(exit.fd()?.as_fd(), exit_type, &[id], &[0])
+                    .with_context(|| format!("linking fexit.multi to {target}"))?,
+            );
+        }
         other => bail!("unknown mode {other:?}; {USAGE}"),
     }
     let status = Command::new(&command[0])
@@ -168,6 +196,7 @@ fn run() -> Result<u8> {
     if timed {
         println!("calls {}", floor_calls(&ebpf)?);
     }
+    drop(links);
     drop(ebpf);
     Ok(status.code().map_or(1, |code| code.clamp(0, 255) as u8))
 }

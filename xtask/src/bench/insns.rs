@@ -647,6 +647,7 @@ fn expected_mode(mechanism_key: &str, variant: Variant) -> Option<&'static str> 
         ("fentry" | "neighbour", Variant::Hotprof) => Some("fentry"),
         ("callsite", Variant::Hotprof) => Some("callsite"),
         ("fsession", Variant::Hotprof) => Some("fsession"),
+        ("multi", Variant::Hotprof) => Some("fentry.multi"),
         ("session", Variant::Hotprof) => Some("kprobe.session"),
         ("session", Variant::HotprofFrames) => Some("kprobe.multi"),
         _ => None,

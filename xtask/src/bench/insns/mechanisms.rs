@@ -143,8 +143,10 @@ pub(super) const MECHANISMS: [Mechanism; 4] = [
 
 /// The 7.x guest: fsession (7.0+) against fentry/fexit pairs on the same function, each with
 /// its own empty pair and timing floor. Issue #32's goals: hotprof through fsession at most
-/// 0.80× the pairs' timing floor and 0.35× bpftrace's fentry histogram.
-pub(super) const FSESSION_MECHANISMS: [Mechanism; 2] = [
+/// 0.80× the pairs' timing floor and 0.35× bpftrace's fentry histogram. Tracing-multi links
+/// (`--tracing-multi`) on the same function against the pairs: the same trampoline and frame
+/// stack, the function's slot from the link's cookie instead of the program's constant.
+pub(super) const FSESSION_MECHANISMS: [Mechanism; 3] = [
     Mechanism {
         title: "fentry + fexit on `__do_sys_getpid` (7.x)",
         variants: &PAIR_VARIANTS,
@@ -160,6 +162,17 @@ pub(super) const FSESSION_MECHANISMS: [Mechanism; 2] = [
         hotprof_args: "--fn __do_sys_getpid --mode fsession",
         bpftrace_goal: 0.35,
         below_floor_of: Some(("fentry", 0.80)),
+        ..FENTRY
+    },
+    Mechanism {
+        key: "multi",
+        title: "tracing-multi links on `__do_sys_getpid` (7.x, x86-64: `--tracing-multi`, one \
+                fentry.multi and one fexit.multi program for any number of functions)",
+        floor_title: "timing floor (task-storage start + 1 bucket, through tracing-multi links)",
+        variants: &MULTI_VARIANTS,
+        empty_mode: "multi",
+        hotprof_args: "--fn __do_sys_getpid --mode fentry --tracing-multi",
+        against_hotprof_of: Some("fentry"),
         ..FENTRY
     },
 ];
@@ -238,6 +251,10 @@ pub(super) const ARM64_MECHANISMS: [Mechanism; 5] = [
 /// `__task_pid_nr_ns` outside getpid: the wrapper shell's start, fork and exec (18 on arm64
 /// 6.12, in fentry and call-site mode alike).
 const PID_NR_OTHER_CALLS: u64 = 40;
+
+/// Tracing-multi links: their own empty pair and floor (fentry's programs through the links),
+/// and hotprof; the peers have no such link.
+const MULTI_VARIANTS: [Variant; 3] = [Variant::Empty, Variant::Floor, Variant::Hotprof];
 
 const ARM64_FENTRY_VARIANTS: [Variant; 6] = [
     Variant::Empty,
