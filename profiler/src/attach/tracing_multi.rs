@@ -105,24 +105,39 @@ pub(super) fn attach_tracing_multi(
 
 /// The first of `ids` the kernel refuses in a tracing-multi link of `program` on its own, and
 /// its reason: the links over halves tried in turn (about 2 × log2 of the count of links), each
-/// closed again. `None` when a function alone is taken: the refusal was the whole link's.
+/// closed again. `None` when the refusal is not one function's: a function alone is taken,
+/// or no link was taken at all and another function alone is refused too (a kernel that has
+/// the attach types but makes no such link, as arm64's may).
 fn first_refused(
     program: BorrowedFd<'_>,
     attach_type: u32,
     ids: &[u32],
 ) -> Option<(usize, Reason)> {
     let (mut start, mut end) = (0, ids.len());
+    let mut any_taken = false;
     while end - start > 1 {
         let middle = start + (end - start) / 2;
         let cookies = vec![0; middle - start];
         match link(program, attach_type, &ids[start..middle], &cookies) {
             Err(_) => end = middle,
-            Ok(_closed) => start = middle,
+            Ok(_closed) => {
+                any_taken = true;
+                start = middle;
+            }
         }
     }
-    link(program, attach_type, &ids[start..end], &[0])
-        .err()
-        .map(|reason| (start, reason))
+    let reason = link(program, attach_type, &ids[start..end], &[0]).err()?;
+    if !any_taken && ids.len() > 1 {
+        let other = if start + 1 < ids.len() {
+            start + 1
+        } else {
+            start - 1
+        };
+        if link(program, attach_type, &ids[other..=other], &[0]).is_err() {
+            return None;
+        }
+    }
+    Some((start, reason))
 }
 
 /// One tracing-multi link of `program` over the functions `ids`. ENOENT is the kernel's
