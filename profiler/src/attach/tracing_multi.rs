@@ -81,6 +81,8 @@ pub(super) fn attach_tracing_multi(
         Ok(link) => link,
         // The kernel refuses the whole link for one function it cannot take, and says not
         // which: found by halves, the run's error names it, as fentry/fexit pairs' would.
+        // EOPNOTSUPP: no such links on this architecture (arm64's 7.2 has the attach types).
+        Err(reason) if errno(&reason) == Some(libc::EOPNOTSUPP) => return Err(refused(reason)),
         Err(reason) => match first_refused(entry_fd, entry_type, &ids) {
             Some((index, reason)) => {
                 return Err(AttachError::Fentry {
@@ -138,6 +140,14 @@ fn first_refused(
         }
     }
     Some((start, reason))
+}
+
+/// The errno under `reason`, where it words one.
+fn errno(reason: &Reason) -> Option<i32> {
+    reason
+        .error()?
+        .downcast_ref::<std::io::Error>()?
+        .raw_os_error()
 }
 
 /// One tracing-multi link of `program` over the functions `ids`. ENOENT is the kernel's

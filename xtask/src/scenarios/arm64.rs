@@ -307,6 +307,18 @@ fn doctor_rows(guest: &Guest, kernel: Kernel, can: &Supports) -> Result<()> {
             "the kprobe.multi/session row must say fprobe is missing: {found:?}"
         );
     }
+    // Tracing-multi links are x86-64's: arm64's 7.x has the attach types and refuses the link.
+    let (status, found) = row(guest, "tracing-multi")?;
+    let why = if has_fsession(kernel) {
+        "the kernel refused tracing-multi links for 1 function(s): creating the tracing-multi \
+         link: Not supported (os error 95)"
+    } else {
+        "this kernel has no tracing-multi links (Linux 7.x): no BPF_TRACE_FENTRY_MULTI in its BTF"
+    };
+    ensure!(
+        status == "no" && found.starts_with(why),
+        "the tracing-multi row: {status} {found:?}, want no {why}…"
+    );
     let verdict = if can.fentry {
         "hotprof works here: kernel functions with fentry and kprobes, syscalls with tracepoints"
     } else {
