@@ -406,7 +406,7 @@ pub fn measure(
         _ => None,
     };
     let mut ebpf = load(&config, store)?;
-    let mut links = attach::KprobeLinks::default();
+    let mut links = attach::RunLinks::default();
     match mode {
         AttachedMode::Callsite => {
             let site = site.ok_or(CalibrationError::NoTarget)?;

@@ -12,7 +12,7 @@ use aya::programs::kprobe::KProbeLink;
 use profiler_common::KPROBE_SLOTS;
 
 use super::error::{AttachError, Reason, callsite_refusal};
-use super::links::KprobeLinks;
+use super::links::RunLinks;
 use super::program::{kprobes_available, load_kprobe, take};
 use crate::progress::Progress;
 use crate::resolve::callsites::CallSite;
@@ -22,7 +22,7 @@ const RETURN_PROGRAM: &str = "callsite_return";
 
 /// The call sites a run times, and those the kernel refused.
 pub struct AttachedSites {
-    pub links: KprobeLinks,
+    pub links: RunLinks,
     /// Sites left out: the kernel refused a kprobe at the call or at the instruction after it
     /// (arm64 refuses instructions it cannot single-step there). Their calls are not counted.
     pub refused: Vec<RefusedSite>,
@@ -80,7 +80,7 @@ pub fn attach_call_sites(
         }
         progress.attaching("call-site returns", index + 1, total);
     }
-    let mut links = KprobeLinks::default();
+    let mut links = RunLinks::default();
     let mut returns = returns.into_iter();
     let mut done = 0;
     for (index, sites) in slots.iter().enumerate() {
@@ -92,13 +92,13 @@ pub fn attach_call_sites(
                 continue;
             };
             match attach_at(entry, site, site.offset)? {
-                Ok(link) => links.0.extend([return_link, link]),
+                Ok(link) => links.kprobes.extend([return_link, link]),
                 // Dropping the return's link detaches it.
                 Err(refusal) => refused.push(refusal),
             }
         }
     }
-    if links.0.is_empty() && !refused.is_empty() {
+    if links.kprobes.is_empty() && !refused.is_empty() {
         let first = refused.swap_remove(0);
         return Err(AttachError::CallSite {
             site: first.at,

@@ -14,7 +14,7 @@ use profiler_common::{KPROBE_SLOTS, names};
 
 use super::error::{AttachError, Reason, kprobe_refusal, one_line};
 use super::interrupt::AttachSignals;
-use super::links::KprobeLinks;
+use super::links::RunLinks;
 use super::modes::LinkKind;
 use super::multi::{self, KprobeAttach};
 use super::program::{kprobes_available, load_kprobe, program, refuses_helper, take};
@@ -24,7 +24,7 @@ use crate::resolve::Target;
 
 /// What [`attach_kprobes`] attached.
 pub(super) struct AttachedKprobes {
-    pub(super) links: KprobeLinks,
+    pub(super) links: RunLinks,
     /// Per target: a perf kprobe, or through the kprobe.multi (or kprobe.session) link.
     pub(super) kinds: Vec<LinkKind>,
     pub(super) notes: Vec<String>,
@@ -49,7 +49,7 @@ pub(super) fn attach_kprobes(
     }
     let mut notes = Vec::new();
     let mut kinds = vec![LinkKind::Perf; targets.len()];
-    let mut links = KprobeLinks::default();
+    let mut links = RunLinks::default();
     let (linkable, untraceable) = match how {
         KprobeAttach::Session | KprobeAttach::Multi => multi::split_for_multi(targets),
         KprobeAttach::Single => (Vec::new(), (0..targets.len()).collect()),
@@ -114,7 +114,7 @@ fn attach_single_kprobes(
     targets: &[Target],
     ids: &[usize],
     progress: &mut Progress,
-) -> Result<KprobeLinks, AttachError> {
+) -> Result<RunLinks, AttachError> {
     if !kprobes_available() {
         return Err(AttachError::NoKprobes {
             release: crate::kernel_release(),
@@ -126,16 +126,16 @@ fn attach_single_kprobes(
         // Loaded first: before 5.15 the verifier refuses it, and nothing is attached yet.
         load_shared_kprobe(ebpf, targets.len())?;
     }
-    let mut links = KprobeLinks::default();
+    let mut links = RunLinks::default();
     let total = ids.len();
-    let attach = |entry: &mut KProbe, target: &Target, links: &mut KprobeLinks| {
+    let attach = |entry: &mut KProbe, target: &Target, links: &mut RunLinks| {
         let id = entry
             .attach(&target.symbol, 0)
             .map_err(|e| AttachError::Kprobe {
                 function: target.symbol.clone(),
                 reason: Reason::of(e, |e| kprobe_refusal(e)),
             })?;
-        links.0.push(take(entry.take_link(id))?);
+        links.kprobes.push(take(entry.take_link(id))?);
         Ok::<_, AttachError>(())
     };
     // Returns first: the kernel runs the handlers of probes on one address newest first, so

@@ -5,27 +5,31 @@ use std::os::fd::OwnedFd;
 
 use aya::programs::kprobe::KProbeLink;
 
-/// The kprobe/kretprobe links of a run, owned apart from their programs so that dropping
-/// them closes them in parallel. Each close unregisters one kprobe and waits out an RCU grace
-/// period; one after another, 2000 of them took 2.5 minutes in a TCG guest, while closes on
-/// several threads share their grace periods. The second field holds tracing-multi links
-/// (`tracing_multi.rs`): two descriptors, each closing every function of its side. Keep it
-/// alive as long as the probes should be.
+/// The links of a run that its programs do not hold: kprobe/kretprobe links (perf kprobes,
+/// kprobe.multi and kprobe.session links, call sites) and fentry mode's tracing-multi links.
+/// Owned apart from their programs so that dropping them closes the kprobe links in
+/// parallel: each close unregisters one kprobe and waits out an RCU grace period; one after
+/// another, 2000 of them took 2.5 minutes in a TCG guest, while closes on several threads
+/// share their grace periods. Keep it alive as long as the probes should be.
 #[derive(Default)]
-pub struct KprobeLinks(pub(super) Vec<KProbeLink>, pub(super) Vec<OwnedFd>);
+pub struct RunLinks {
+    pub(super) kprobes: Vec<KProbeLink>,
+    /// Two descriptors (`tracing_multi.rs`), each closing every function of its side.
+    pub(super) tracing_multi: Vec<OwnedFd>,
+}
 
-impl KprobeLinks {
+impl RunLinks {
     /// Takes `other`'s links into these.
-    pub fn extend(&mut self, mut other: KprobeLinks) {
-        self.0.append(&mut other.0);
-        self.1.append(&mut other.1);
+    pub fn extend(&mut self, mut other: RunLinks) {
+        self.kprobes.append(&mut other.kprobes);
+        self.tracing_multi.append(&mut other.tracing_multi);
     }
 }
 
-impl Drop for KprobeLinks {
+impl Drop for RunLinks {
     fn drop(&mut self) {
         const THREADS: usize = 16;
-        let mut links = std::mem::take(&mut self.0);
+        let mut links = std::mem::take(&mut self.kprobes);
         if links.len() < 2 * THREADS {
             return; // dropped here, one by one: not worth the threads
         }

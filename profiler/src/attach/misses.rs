@@ -9,7 +9,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 
 use aya::Ebpf;
 
-use super::links::KprobeLinks;
+use super::links::RunLinks;
 use crate::sys;
 
 /// Sum of `recursion_misses` over every loaded program of `ebpf`.
@@ -26,9 +26,9 @@ fn program_misses(fd: BorrowedFd<'_>) -> Option<u64> {
 
 /// Sum of the `missed` counts of the kprobe.multi and kprobe.session links among `links`
 /// (perf kprobes' links have none; kernels before 6.7 report 0).
-pub fn link_misses(links: &KprobeLinks) -> u64 {
+pub fn link_misses(links: &RunLinks) -> u64 {
     links
-        .0
+        .kprobes
         .iter()
         .filter_map(|link| link.fd())
         .map(|fd| sys::bpf::kprobe_multi_link_missed(fd).unwrap_or(0))

@@ -36,7 +36,7 @@ pub use fd_limit::raise_fd_limit;
 pub use format::{FormatError, TracepointOffsets, field_offset};
 pub use fsession::{FSESSION_PROGRAM, FentryAttach};
 pub use interrupt::AttachSignals;
-pub use links::KprobeLinks;
+pub use links::RunLinks;
 pub use loader::{EbpfLoadError, Loaded, ProbeConfig, load, load_object};
 pub use misses::{link_misses, recursion_misses};
 pub use mode::{AttachedFunctions, Mechanisms, attach_functions, attach_functions_with};

@@ -10,7 +10,7 @@ use super::fentry::{attach_fentry, detach_fentry};
 use super::fsession::{FentryAttach, attach_fsession, detach_fsession};
 use super::interrupt::AttachSignals;
 use super::kprobe::{AttachedKprobes, attach_kprobes};
-use super::links::KprobeLinks;
+use super::links::RunLinks;
 use super::modes::{AttachedMode, LinkKind, Mode};
 use super::multi::KprobeAttach;
 use super::program::kprobes_available;
@@ -23,7 +23,7 @@ use crate::resolve::Target;
 pub struct AttachedFunctions {
     pub mode: AttachedMode,
     pub notes: Vec<String>,
-    pub links: KprobeLinks,
+    pub links: RunLinks,
     /// Per target: how it was attached.
     pub kinds: Vec<LinkKind>,
 }
@@ -95,7 +95,7 @@ pub fn attach_functions_with(
                 AttachSignals::check("functions (one fsession program)", 1, 1)?;
                 Ok(fentry(
                     notes,
-                    (vec![LinkKind::Fsession], KprobeLinks::default()),
+                    (vec![LinkKind::Fsession], RunLinks::default()),
                 ))
             }
             _ => Err(FsessionRefused::NeedsFrames.into()),
@@ -136,7 +136,7 @@ fn attach_trampolines(
     how: FentryAttach,
     progress: &mut Progress,
     notes: &mut Vec<String>,
-) -> Result<(Vec<LinkKind>, KprobeLinks), AttachError> {
+) -> Result<(Vec<LinkKind>, RunLinks), AttachError> {
     let forced = how == FentryAttach::Multi;
     if forced || targets.len() > FENTRY_SLOTS as usize {
         let count = targets.len();
@@ -145,7 +145,10 @@ fn attach_trampolines(
         AttachSignals::check("functions (two tracing-multi links)", count, count)?;
         return Ok((
             vec![LinkKind::TracingMulti; count],
-            KprobeLinks(Vec::new(), links),
+            RunLinks {
+                kprobes: Vec::new(),
+                tracing_multi: links,
+            },
         ));
     }
     if let (FentryAttach::Fsession, [target]) = (how, targets) {
@@ -153,7 +156,7 @@ fn attach_trampolines(
             Ok(()) => {
                 progress.attaching("fsession functions", 1, 1);
                 AttachSignals::check("functions (one fsession program)", 1, 1)?;
-                return Ok((vec![LinkKind::Fsession], KprobeLinks::default()));
+                return Ok((vec![LinkKind::Fsession], RunLinks::default()));
             }
             Err(refused) if refused.is_expected() => {}
             Err(refused) => notes.push(format!(
@@ -163,10 +166,7 @@ fn attach_trampolines(
         }
     }
     attach_fentry(ebpf, targets, progress)?;
-    Ok((
-        vec![LinkKind::Fentry; targets.len()],
-        KprobeLinks::default(),
-    ))
+    Ok((vec![LinkKind::Fentry; targets.len()], RunLinks::default()))
 }
 
 /// Unloads whatever [`attach_trampolines`] left behind.

@@ -20,7 +20,7 @@ use aya::{
 use aya_obj::generated::bpf_func_id;
 
 use super::error::{Reason, one_line};
-use super::links::KprobeLinks;
+use super::links::RunLinks;
 use super::program::{program, refuses_helper, take};
 use super::session_link::{SessionRefused, attach_session};
 use crate::resolve::Target;
@@ -120,12 +120,12 @@ pub fn attach_multi(
     ebpf: &mut Ebpf,
     targets: &[Target],
     ids: &[usize],
-) -> Result<KprobeLinks, MultiRefused> {
+) -> Result<RunLinks, MultiRefused> {
     let functions: Vec<(u64, u64)> = ids
         .iter()
         .map(|&id| (targets[id].address, id as u64))
         .collect();
-    let mut links = KprobeLinks::default();
+    let mut links = RunLinks::default();
     for name in [MULTI_EXIT, MULTI_ENTRY] {
         let program = loaded_for_multi(ebpf, name)?;
         let id = program
@@ -136,7 +136,7 @@ pub fn attach_multi(
         let link = take(program.take_link(id)).map_err(|e| MultiRefused::Link {
             reason: Reason::of(e, |e| e.message()),
         })?;
-        links.0.push(link);
+        links.kprobes.push(link);
     }
     Ok(links)
 }

@@ -13,7 +13,7 @@ use profiler_common::kfunc::KFUNCS;
 
 use super::btf::{BtfIndex, KernelBtfError, kernel_btf};
 use super::error::{Reason, one_line};
-use super::links::KprobeLinks;
+use super::links::RunLinks;
 use super::program::{program, take};
 use crate::resolve::Target;
 
@@ -59,7 +59,7 @@ pub fn kfunc_ids(btf: &BtfIndex) -> Result<Vec<(i32, u32)>, SessionRefused> {
 
 /// Attaches `target`, the run's one function (slot 0, which the program records into without
 /// asking the link's cookie), with a kprobe.session link. On failure nothing stays attached.
-pub fn attach_session(ebpf: &mut Ebpf, target: &Target) -> Result<KprobeLinks, SessionRefused> {
+pub fn attach_session(ebpf: &mut Ebpf, target: &Target) -> Result<RunLinks, SessionRefused> {
     let kfuncs = kfunc_ids(kernel_btf().map_err(SessionRefused::NoBtf)?)?;
     let functions = [(target.address, 0)];
     let load_refused = |reason| SessionRefused::Load { reason };
@@ -76,7 +76,7 @@ pub fn attach_session(ebpf: &mut Ebpf, target: &Target) -> Result<KprobeLinks, S
         .map_err(|e| link_refused(Reason::of(e, |e| one_line(e))))?;
     let link =
         take(program.take_link(id)).map_err(|e| link_refused(Reason::of(e, |e| e.message())))?;
-    let mut links = KprobeLinks::default();
-    links.0.push(link);
+    let mut links = RunLinks::default();
+    links.kprobes.push(link);
     Ok(links)
 }

@@ -13,7 +13,7 @@ use super::assemble::Layout;
 use super::spec::{Filters, SessionSpec, Targets};
 use super::start;
 use super::workload::{Followed, MapsWatcher};
-use crate::attach::{self, KprobeLinks};
+use crate::attach::{self, RunLinks};
 use crate::calibrate::{Calibration, Overhead};
 use crate::collect::{self, CollectedStack, Snapshot};
 use crate::model::Recording;
@@ -24,7 +24,7 @@ use crate::resolve::Target;
 pub struct Run {
     ebpf: aya::Ebpf,
     /// kprobe mode's links, owned apart from `ebpf` so they close in parallel.
-    links: KprobeLinks,
+    links: RunLinks,
     layout: Layout,
     /// The resolved function of each slot (empty for syscalls).
     targets: Vec<Target>,

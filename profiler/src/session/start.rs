@@ -19,7 +19,7 @@ use crate::resolve::kcore::Kcore;
 pub(super) struct Attached {
     pub ebpf: aya::Ebpf,
     /// kprobe mode's links, owned apart from `ebpf` so they close in parallel.
-    pub links: attach::KprobeLinks,
+    pub links: attach::RunLinks,
     pub probed: Vec<Probed>,
     pub targets: Vec<resolve::Target>,
     pub mode: AttachedMode,
@@ -137,7 +137,7 @@ pub(super) fn attach(spec: &SessionSpec, filter: &Filters) -> anyhow::Result<Att
     } = load(&config)?;
     pmu.install(&ebpf)?;
     drop(pmu);
-    let mut links = attach::KprobeLinks::default();
+    let mut links = attach::RunLinks::default();
     let entries = targets.len() - sites.len();
     attach::AttachSignals::check("probes", 0, probed.len())?;
     // Before the probes: a task that opens a frame must find its exit hook in place (with the
@@ -265,7 +265,7 @@ pub(super) fn sampler_only(spec: &SessionSpec) -> anyhow::Result<Attached> {
     attach::attach_tracking(&mut ebpf, task_store, false, follow)?;
     Ok(Attached {
         ebpf,
-        links: attach::KprobeLinks::default(),
+        links: attach::RunLinks::default(),
         probed: Vec::new(),
         targets: Vec::new(),
         mode: AttachedMode::Sampling,
