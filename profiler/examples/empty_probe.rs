@@ -169,8 +169,8 @@ fn run() -> Result<u8> {
             let id = btf
                 .trampoline_target(target)
                 .map_err(|why| anyhow::anyhow!("{target}: {why}"))?;
-            let (entry_type, exit_type) = profiler::attach::tracing_multi_attach_types()
-                .context("this kernel has no tracing-multi links (Linux 7.x)")?;
+            let (entry_type, exit_type) =
+                profiler::attach::tracing_multi_attach_types().map_err(anyhow::Error::msg)?;
             let entry: &mut FEntry = program_mut(&mut ebpf, &format!("{kind}_fentry"))?;
             entry
                 .load_for_multi(entry_type)

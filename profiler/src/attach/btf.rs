@@ -27,10 +27,17 @@ pub enum BtfParseError {
     UnknownKind { id: u32, kind: u32 },
 }
 
+/// Why a function has no trampoline target (the kernel refuses fentry, fexit and fsession
+/// there: EINVAL at load or link, with no word of why).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NoTrampoline {
+    #[error("not a function in the kernel's BTF (/sys/kernel/btf/vmlinux)")]
+    NotInBtf,
+    #[error("it takes variable arguments (`...`), which a BPF trampoline cannot pass")]
+    Variadic,
+}
+
 const MAGIC: u16 = 0xeb9f;
-/// Why a function has no trampoline target.
-const NOT_IN_BTF: &str = "not a function in the kernel's BTF (/sys/kernel/btf/vmlinux)";
-const VARIADIC: &str = "it takes variable arguments (`...`), which a BPF trampoline cannot pass";
 const KIND_ENUM: u32 = 6;
 const KIND_TYPEDEF: u32 = 8;
 const KIND_FUNC: u32 = 12;
@@ -157,45 +164,48 @@ impl<'a> BtfIndex<'a> {
     }
 
     /// The BTF id a trampoline program (fentry, fexit, fsession, tracing-multi) is loaded or
-    /// linked for to time the function `name`, or why there is none: the kernel refuses a
-    /// function missing from its BTF, and one of variable arguments (EINVAL at load or link,
-    /// with no word of why).
-    pub fn trampoline_target(&self, name: &str) -> Result<u32, &'static str> {
-        let id = self.function(name).ok_or(NOT_IN_BTF)?;
-        if self.variadic(name) {
-            return Err(VARIADIC);
-        }
-        Ok(id)
+    /// linked for to time the function `name`, or why there is none.
+    pub fn trampoline_target(&self, name: &str) -> Result<u32, NoTrampoline> {
+        self.target_of(self.function(name))
     }
 
     /// [`Self::trampoline_target`] of each of `names`, in one walk over the functions: a
     /// lookup searches the whole string section for its name (~2.5 MB), which for a
     /// 1000-function glob took 4.7 s of a TCG guest's start; the walk reads each function's
     /// name once instead.
-    pub fn trampoline_targets(&self, names: &[&str]) -> Vec<Result<u32, &'static str>> {
+    pub fn trampoline_targets(&self, names: &[&str]) -> Vec<Result<u32, NoTrampoline>> {
         let wanted: std::collections::HashMap<&[u8], usize> = names
             .iter()
             .enumerate()
             .map(|(index, name)| (name.as_bytes(), index))
             .collect();
-        let mut found: Vec<Option<(u32, u32)>> = vec![None; names.len()];
-        for (&(name_off, id), &proto) in self.functions.iter().zip(&self.prototypes) {
+        let mut found: Vec<Option<u32>> = vec![None; names.len()];
+        for &(name_off, id) in &self.functions {
             let Some(name) = self.string_at(name_off) else {
                 continue;
             };
             if let Some(&index) = wanted.get(name) {
                 // In id order: the first of a name wins, as in `function`.
-                found[index].get_or_insert((id, proto));
+                found[index].get_or_insert(id);
             }
         }
-        found
-            .into_iter()
-            .map(|found| match found {
-                None => Err(NOT_IN_BTF),
-                Some((_, proto)) if self.variadic.binary_search(&proto).is_ok() => Err(VARIADIC),
-                Some((id, _)) => Ok(id),
-            })
-            .collect()
+        found.into_iter().map(|id| self.target_of(id)).collect()
+    }
+
+    /// The trampoline target of the function of BTF id `function`, if any.
+    fn target_of(&self, function: Option<u32>) -> Result<u32, NoTrampoline> {
+        let id = function.ok_or(NoTrampoline::NotInBtf)?;
+        // `functions` is in id order, `prototypes` beside it.
+        let variadic = self
+            .functions
+            .binary_search_by_key(&id, |&(_, function)| function)
+            .ok()
+            .and_then(|index| self.prototypes.get(index))
+            .is_some_and(|proto| self.variadic.binary_search(proto).is_ok());
+        if variadic {
+            return Err(NoTrampoline::Variadic);
+        }
+        Ok(id)
     }
 
     /// The string at `offset` of the string section, without its NUL.
@@ -205,17 +215,9 @@ impl<'a> BtfIndex<'a> {
         Some(&rest[..end])
     }
 
-    /// Whether the function `name` takes variable arguments (`...`): a BPF trampoline cannot
-    /// pass them, so the kernel refuses fentry, fexit and fsession there (EINVAL).
+    /// Whether the function `name` takes variable arguments (`...`).
     pub fn variadic(&self, name: &str) -> bool {
-        let Some(id) = self.function(name) else {
-            return false;
-        };
-        self.functions
-            .iter()
-            .position(|&(_, function)| function == id)
-            .and_then(|index| self.prototypes.get(index))
-            .is_some_and(|proto| self.variadic.binary_search(proto).is_ok())
+        self.trampoline_target(name) == Err(NoTrampoline::Variadic)
     }
 
     /// The id of the typedef `name` (a `BTF_KIND_TYPEDEF`, e.g. `btf_trace_sched_switch`).
@@ -416,8 +418,8 @@ mod tests {
             assert_eq!(answer, index.trampoline_target(name), "{name}");
         }
         assert_eq!(index.trampoline_target("q"), Ok(5));
-        assert_eq!(index.trampoline_target("p"), Err(VARIADIC));
-        assert_eq!(index.trampoline_target("int"), Err(NOT_IN_BTF));
+        assert_eq!(index.trampoline_target("p"), Err(NoTrampoline::Variadic));
+        assert_eq!(index.trampoline_target("int"), Err(NoTrampoline::NotInBtf));
     }
 
     #[test]

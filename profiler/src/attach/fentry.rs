@@ -49,7 +49,7 @@ pub(super) fn attach_fentry(
         };
         let btf_id = btf
             .trampoline_target(&target.symbol)
-            .map_err(|why| fail(Reason::new(why)))?;
+            .map_err(|why| fail(Reason::new(why.to_string())))?;
         let entry: &mut FEntry = program(ebpf, &format!("fentry_{slot}"))?;
         entry.load_by_btf_id(btf_id).map_err(refused)?;
         entry.attach().map_err(refused)?;

@@ -50,7 +50,7 @@ pub fn attach_fsession(ebpf: &mut Ebpf, target: &Target) -> Result<(), FsessionR
     };
     let btf_id = btf
         .trampoline_target(&target.symbol)
-        .map_err(|why| refused(Reason::new(why)))?;
+        .map_err(|why| refused(Reason::new(why.to_string())))?;
     let program: &mut FEntry = ebpf
         .program_mut(FSESSION_PROGRAM)
         .ok_or(FsessionRefused::NoProgram)?

@@ -29,7 +29,7 @@ mod syscalls;
 mod tracing_multi;
 mod tracking;
 
-pub use btf::{BtfIndex, BtfParseError, KernelBtfError, kernel_btf};
+pub use btf::{BtfIndex, BtfParseError, KernelBtfError, NoTrampoline, kernel_btf};
 pub use callsite::{AttachedSites, RefusedSite, attach_call_sites, group_sites, site_slots};
 pub use error::{AttachError, Reason, one_line};
 pub use fd_limit::raise_fd_limit;

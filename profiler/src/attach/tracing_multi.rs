@@ -28,13 +28,18 @@ use crate::sys::bpf;
 pub const FENTRY_MULTI_PROGRAM: &str = "fentry_multi_entry";
 pub const FEXIT_MULTI_PROGRAM: &str = "fexit_multi_exit";
 
-/// The kernel's values of the two attach types (`enum bpf_attach_type` in its BTF), where it
-/// has them: `None` on kernels before tracing-multi links (all before 7.x).
-pub fn attach_types() -> Option<(u32, u32)> {
-    let btf = kernel_btf().ok()?;
-    let entry = btf.enumerator("BPF_TRACE_FENTRY_MULTI")?;
-    let exit = btf.enumerator("BPF_TRACE_FEXIT_MULTI")?;
-    Some((u32::try_from(entry).ok()?, u32::try_from(exit).ok()?))
+/// The kernel's values of the two attach types (`enum bpf_attach_type` in its BTF), or why
+/// there are none (all kernels before 7.x).
+pub fn attach_types() -> Result<(u32, u32), &'static str> {
+    let types = || {
+        let btf = kernel_btf().ok()?;
+        let entry = btf.enumerator("BPF_TRACE_FENTRY_MULTI")?;
+        let exit = btf.enumerator("BPF_TRACE_FEXIT_MULTI")?;
+        Some((u32::try_from(entry).ok()?, u32::try_from(exit).ok()?))
+    };
+    types().ok_or(
+        "this kernel has no tracing-multi links (Linux 7.x): no BPF_TRACE_FENTRY_MULTI in its BTF",
+    )
 }
 
 /// Attaches every one of `targets` (slot = index) through two tracing-multi links, which it
@@ -49,14 +54,10 @@ pub(super) fn attach_tracing_multi(
 ) -> Result<Vec<OwnedFd>, AttachError> {
     let requested = targets.len();
     let refused = |reason: Reason| AttachError::TracingMultiRefused { requested, reason };
-    let Some((entry_type, exit_type)) = attach_types() else {
-        if forced {
-            return Err(refused(Reason::new(
-                "this kernel has no tracing-multi links (Linux 7.x): no BPF_TRACE_FENTRY_MULTI in \
-                 its BTF",
-            )));
-        }
-        return Err(AttachError::TooManyForFentry { requested });
+    let (entry_type, exit_type) = match attach_types() {
+        Ok(types) => types,
+        Err(why) if forced => return Err(refused(Reason::new(why))),
+        Err(_) => return Err(AttachError::TooManyForFentry { requested }),
     };
     let btf =
         kernel_btf().map_err(|e| refused(Reason::of(e, |e| format!("no kernel BTF: {e}"))))?;
@@ -68,7 +69,7 @@ pub(super) fn attach_tracing_multi(
         .map(|(answer, target)| {
             answer.map_err(|why| AttachError::Fentry {
                 function: target.symbol.clone(),
-                reason: Reason::new(why),
+                reason: Reason::new(why.to_string()),
             })
         })
         .collect::<Result<Vec<u32>, _>>()?;

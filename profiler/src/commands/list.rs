@@ -2,7 +2,7 @@
 
 use anyhow::Context as _;
 
-use crate::attach;
+use crate::attach::{self, NoTrampoline};
 use crate::commands::doctor::Tried;
 use crate::resolve::callsites::{CallSites, KernelCode};
 use crate::resolve::kcore::Kcore;
@@ -57,8 +57,12 @@ pub fn run(args: &ListArgs) -> anyhow::Result<i32> {
         Fsession::Available
     };
     let callsites = call_sites(&kernel, &symbols);
+    // What fentry can take of each, in one walk over the BTF's functions.
+    let names: Vec<&str> = symbols.iter().map(String::as_str).collect();
+    let trampolines = btf.map(|btf| btf.trampoline_targets(&names));
     println!("{}", header());
     for (index, name) in symbols.iter().enumerate() {
+        let trampoline = trampolines.as_ref().map(|targets| targets[index]);
         let blacklisted = kernel.is_blacklisted(name);
         let traceable = kernel.is_traceable(name);
         // Where ftrace's list leaves a function out, the kernel is asked, as a run asks it.
@@ -77,8 +81,8 @@ pub fn run(args: &ListArgs) -> anyhow::Result<i32> {
             fsession,
             btf: btf.is_some(),
             blacklisted,
-            in_btf: in_btf(name),
-            variadic: btf.is_some_and(|b| b.variadic(name)),
+            in_btf: !matches!(trampoline, None | Some(Err(NoTrampoline::NotInBtf))),
+            variadic: trampoline == Some(Err(NoTrampoline::Variadic)),
             traceable,
             entry_kprobe,
         };

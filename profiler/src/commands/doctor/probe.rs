@@ -398,12 +398,8 @@ fn try_fsession(ebpf: &mut aya::Ebpf, target: Option<&Target>) -> Tried {
 /// An fentry.multi and fexit.multi link on `target` (as fentry mode past 64 functions gets
 /// them), or why not: a kernel whose BTF has no such attach types is not asked.
 fn try_tracing_multi(ebpf: &mut aya::Ebpf, target: Option<&Target>) -> Tried {
-    if attach::tracing_multi_attach_types().is_none() {
-        return Tried::Fails(
-            "this kernel has no tracing-multi links (Linux 7.x): no BPF_TRACE_FENTRY_MULTI in \
-             its BTF"
-                .into(),
-        );
+    if let Err(why) = attach::tracing_multi_attach_types() {
+        return Tried::Fails(why.into());
     }
     let multi = attach::Mechanisms {
         fentry: attach::FentryAttach::Multi,
