@@ -31,8 +31,8 @@ const KERNELS: [Kernel; 2] = [Kernel::V6_12, Kernel::V7];
 /// Cold code in a qemu guest with no devices: ACPI, PCI, ATA/SCSI, USB, input, thermal, DRM.
 /// Names must be traceable (in ftrace's list, so the kprobe.multi link takes them), unique (no
 /// same-named statics), not GCC clones, and not on the kprobe blacklist; for tracing-multi
-/// links also in the kernel's BTF and of fixed arguments (`/tmp/cold-btf`: a name hotprof
-/// refuses as variadic is dropped and the next candidate taken, at most 30 times).
+/// links also ones fentry takes (`/tmp/cold-btf`: hotprof is asked, and a function it
+/// refuses, not in the BTF or variadic, is dropped for the next candidate, at most 30 times).
 const PICK_COLD_FUNCTIONS: &str = r#"
 T=/sys/kernel/tracing
 awk '{print $1}' $T/available_filter_functions | grep -v '\.' | sort | uniq -u > /tmp/traceable
@@ -41,19 +41,17 @@ grep -E '^(acpi|pci|ata|scsi|usb|thermal|cpufreq|dmi|rtc|input|hid|serio|i8042|d
   | grep -vxF -f /tmp/blacklist > /tmp/cold-all
 head -n 999 /tmp/cold-all > /tmp/cold
 wc -l < /tmp/cold > /out/cold-count
-# fentry takes only functions in the BTF (some traceable ones are not): names its strings hold.
-strings -n 4 /sys/kernel/btf/vmlinux > /tmp/btf-names
-awk 'NR == FNR { btf[$1] = 1; next } btf[$1]' /tmp/btf-names /tmp/cold-all > /tmp/btf-all
+cp /tmp/cold-all /tmp/fentry-all
 if [ -f /sys/kernel/btf/vmlinux ] && grep -q BPF_TRACE_FENTRY_MULTI /sys/kernel/btf/vmlinux; then
   for i in $(seq 1 30); do
     bad=$(hotprof --mode fentry --tracing-multi --no-calibrate --max-functions 1000 \
-            $(head -n 999 /tmp/btf-all | sed 's/^/--fn /') --duration 100ms 2>&1 \
-          | sed -n 's/.*fentry cannot attach to \([^:]*\): it takes variable arguments.*/\1/p')
+            $(head -n 999 /tmp/fentry-all | sed 's/^/--fn /') --duration 100ms 2>&1 \
+          | sed -n 's/.*fentry cannot attach to \([^:]*\): .*/\1/p')
     [ -z "$bad" ] && break
-    grep -vxF "$bad" /tmp/btf-all > /tmp/btf-next; mv /tmp/btf-next /tmp/btf-all
+    grep -vxF "$bad" /tmp/fentry-all > /tmp/fentry-next; mv /tmp/fentry-next /tmp/fentry-all
   done
 fi
-head -n 999 /tmp/btf-all > /tmp/cold-btf
+head -n 999 /tmp/fentry-all > /tmp/cold-btf
 "#;
 
 /// How a step attaches its functions.
