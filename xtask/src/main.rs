@@ -18,6 +18,8 @@ mod host_deb;
 mod host_heatmap;
 mod initramfs;
 mod kernels;
+mod peer_exactness;
+mod peer_output;
 mod peers;
 mod scenarios;
 mod setup;
@@ -119,6 +121,11 @@ struct VmArgs {
     /// instructions`), which it does on no other clock.
     #[arg(long, conflicts_with = "accel")]
     instruction_clock: bool,
+    /// Lay Debian sid's bpftrace, funclatency (libbpf-tools) and perf into the guest, each with
+    /// its own libraries (`bpftrace-sid`, `funclatency`, `perf` in its PATH), and give it the
+    /// memory they unpack into.
+    #[arg(long)]
+    peers: bool,
     /// The command, run by the guest's busybox sh (as `sh -c`) in /out, with PATH holding
     /// hotprof and the workloads: `-- 'a && b'` or `-- prog args`. Its exit code is ours.
     #[arg(last = true, required = true, value_name = "CMD")]
@@ -185,6 +192,9 @@ fn vm_command(args: VmArgs) -> Result<ExitCode> {
     };
     if args.instruction_clock {
         run = run.on_instruction_clock();
+    }
+    if args.peers {
+        run = run.with_peers()?;
     }
     let outcome = vm::run(&run)?;
     eprintln!(

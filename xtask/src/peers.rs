@@ -31,30 +31,87 @@ pub struct Peer {
     pub command: &'static str,
     /// The program inside the package's tree.
     pub path: &'static str,
+    pub closure: Closure,
+}
+
+/// Which of a package's dependencies the layer holds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Closure {
+    /// Everything `apt-get install` would install.
+    Whole,
+    /// The package and the shared-library packages (`lib*`) of its closure: for a program that
+    /// depends on interpreters it only runs for features the bench does not use (perf's perl
+    /// and python scripts: 112 MB unpacked instead of ~250).
+    Libraries,
 }
 
 /// sid's bpftrace, beside the host's (`bpftrace`) in the x86-64 bench guests.
 pub const SID_BPFTRACE: &str = "bpftrace-sid";
 /// sid's libbpf-tools `funclatency`.
 pub const SID_FUNCLATENCY: &str = "funclatency";
+/// sid's linux-perf.
+pub const SID_PERF: &str = "perf";
 
 pub const BPFTRACE: Peer = Peer {
     package: "bpftrace",
     command: SID_BPFTRACE,
     path: "usr/bin/bpftrace",
+    closure: Closure::Whole,
 };
 
 pub const FUNCLATENCY: Peer = Peer {
     package: "libbpf-tools",
     command: SID_FUNCLATENCY,
     path: "usr/sbin/funclatency-libbpf",
+    closure: Closure::Whole,
 };
+
+/// Debian builds it without BPF skeletons (`perf version --build-options`: `bpf_skeletons:
+/// OFF`), so `perf ftrace latency` has no `--use-bpf` there: it times through ftrace's
+/// function_graph tracer.
+pub const PERF: Peer = Peer {
+    package: "linux-perf",
+    command: SID_PERF,
+    path: "usr/bin/perf",
+    closure: Closure::Libraries,
+};
+
+/// Every peer, for a guest that runs them all (`cargo xtask vm --peers`, the peers scenario).
+pub const ALL: [Peer; 3] = [BPFTRACE, FUNCLATENCY, PERF];
 
 /// A built layer and what is in it.
 pub struct PeerLayer {
     pub cpio: PathBuf,
     /// `package version` of each peer's own package, e.g. `bpftrace 0.27.1-1`.
     pub versions: Vec<String>,
+    /// The packages unpacked, as the layer holds them under [`PREFIX`].
+    root: PathBuf,
+    arch: Arch,
+}
+
+impl PeerLayer {
+    /// `peer` run on this machine from the unpacked packages, through sid's loader and
+    /// libraries as in the guest (for a layer of the host's architecture).
+    pub fn host_command(&self, peer: &Peer) -> Result<Command> {
+        let root = self.root.to_string_lossy();
+        let loader = find_loader(&self.root, self.arch)?;
+        let mut command = Command::new(format!("{root}/{loader}"));
+        command
+            .arg("--library-path")
+            .arg(library_path(&root, self.arch))
+            .arg(format!("{root}/{}", peer.path));
+        Ok(command)
+    }
+}
+
+/// The library directories of a tree unpacked at `prefix`, for the loader's `--library-path`.
+fn library_path(prefix: &str, arch: Arch) -> String {
+    [
+        format!("{prefix}/usr/lib/{}", arch.triplet()),
+        format!("{prefix}/lib/{}", arch.triplet()),
+        format!("{prefix}/usr/lib"),
+    ]
+    .join(":")
 }
 
 /// The layer holding `peers` for `arch` guests, built unless the cached one holds exactly the
@@ -72,24 +129,39 @@ pub fn layer(arch: Arch, peers: &[Peer]) -> Result<PeerLayer> {
             .find_map(|spec| spec.strip_prefix(&format!("{}=", peer.package)))
             .with_context(|| format!("{} is not in its own closure", peer.package))?;
         versions.push(format!("{} {own}", peer.package));
-        packages.extend(closure);
+        let own_package = format!("{}=", peer.package);
+        packages.extend(closure.into_iter().filter(|spec| {
+            peer.closure == Closure::Whole
+                || spec.starts_with("lib")
+                || spec.starts_with(&own_package)
+        }));
     }
     let mut stamp = format!("{PREFIX}\n");
     for peer in peers {
-        let _ = writeln!(stamp, "{} {} {}", peer.package, peer.command, peer.path);
+        let whole = peer.closure == Closure::Whole;
+        let _ = writeln!(
+            stamp,
+            "{} {} {} {whole}",
+            peer.package, peer.command, peer.path
+        );
     }
     for package in &packages {
         let _ = writeln!(stamp, "{package}");
     }
     let cpio_path = dir.join("layer.cpio");
     let stamp_path = dir.join("layer.stamp");
-    if cpio_path.is_file() && fs::read_to_string(&stamp_path).is_ok_and(|old| old == stamp) {
+    let root = dir.join("root");
+    if cpio_path.is_file()
+        && root.is_dir()
+        && fs::read_to_string(&stamp_path).is_ok_and(|old| old == stamp)
+    {
         return Ok(PeerLayer {
             cpio: cpio_path,
             versions,
+            root,
+            arch,
         });
     }
-    let root = dir.join("root");
     fresh_dir(&root)?;
     for package in &packages {
         let deb = match find_deb(&debs, package)? {
@@ -108,12 +180,7 @@ pub fn layer(arch: Arch, peers: &[Peer]) -> Result<PeerLayer> {
         cpio.dir(dir, 0o755);
     }
     let files = pack_tree(&mut cpio, &root, &root)?;
-    let library_path = [
-        format!("{PREFIX}/usr/lib/{}", arch.triplet()),
-        format!("{PREFIX}/lib/{}", arch.triplet()),
-        format!("{PREFIX}/usr/lib"),
-    ]
-    .join(":");
+    let library_path = library_path(PREFIX, arch);
     for peer in peers {
         if !root.join(peer.path).is_file() {
             bail!("{} has no {}", peer.package, peer.path);
@@ -142,6 +209,8 @@ pub fn layer(arch: Arch, peers: &[Peer]) -> Result<PeerLayer> {
     Ok(PeerLayer {
         cpio: cpio_path,
         versions,
+        root,
+        arch,
     })
 }
 

@@ -13,7 +13,9 @@
 //! hotprof, hotprof inferno: [`super::round_order`]) so load from other jobs and whatever the
 //! previous run left in the caches hit both alike; wall time is the median, peak memory the
 //! largest `ru_maxrss` of the child (from `wait4`, per process, not the cumulative
-//! `RUSAGE_CHILDREN`). One-time costs (`cargo install` of inferno, generating the input:
+//! `RUSAGE_CHILDREN`). Exec records the forked image's high-water mark (ours) in the child's
+//! `ru_maxrss`, so ours is reset to our current RSS before each spawn (`clear_refs`), a few MB
+//! against the hundreds a row shows. One-time costs (`cargo install` of inferno, generating the input:
 //! [`prepare`], run beside the guest build) are outside the timed part and skipped when
 //! already done.
 
@@ -163,6 +165,8 @@ fn measure(tool: &Tool) -> Result<Measurement> {
         cmd.stdout(Stdio::null());
     }
     cmd.stderr(Stdio::piped());
+    // Linux 4.0+: `5` resets this process's peak RSS to its current RSS (proc(5)).
+    fs::write("/proc/self/clear_refs", "5").context("could not reset our peak RSS")?;
     let started = Instant::now();
     let mut child = cmd
         .spawn()
@@ -175,7 +179,7 @@ fn measure(tool: &Tool) -> Result<Measurement> {
         }
         text
     });
-    let (status, usage) = wait4(child.id())?;
+    let (status, usage) = super::wait4(child.id())?;
     let wall = started.elapsed();
     let stderr = reader.join().unwrap_or_default();
     ensure!(
@@ -196,26 +200,6 @@ fn measure(tool: &Tool) -> Result<Measurement> {
         // Linux reports ru_maxrss in KiB.
         max_rss_kb: usage.ru_maxrss as u64,
     })
-}
-
-/// Waits for `pid` and returns its wait status and its own resource usage (peak RSS of that
-/// process alone, unlike `getrusage(RUSAGE_CHILDREN)`, which is the maximum over all children
-/// ever waited for).
-fn wait4(pid: u32) -> Result<(i32, libc::rusage)> {
-    let mut status = 0;
-    // SAFETY: rusage is plain data; wait4 fills it for a child of ours.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    loop {
-        // SAFETY: valid pointers to locals; pid is our child, not yet reaped.
-        let rc = unsafe { libc::wait4(pid as i32, &mut status, 0, &mut usage) };
-        if rc == pid as i32 {
-            return Ok((status, usage));
-        }
-        let err = std::io::Error::last_os_error();
-        if err.kind() != std::io::ErrorKind::Interrupted {
-            return Err(err).context("wait4");
-        }
-    }
 }
 
 /// The inferno version hotprof links (from Cargo.lock), so both sides render alike.

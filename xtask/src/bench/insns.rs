@@ -47,6 +47,14 @@ const STACKS_EVERY: u32 = 8;
 
 /// hotprof against funclatency, a hand-written C tool doing the same histogram (issue #36).
 const FUNCLATENCY_GOAL: f64 = 1.0;
+/// hotprof against the cheapest of the newest peers that timed every call (issue #36).
+const BEST_PEER_GOAL: f64 = 0.5;
+/// The peers the goals are against: Debian sid's, run in the same guest.
+const NEWEST_PEERS: [Variant; 3] = [
+    Variant::SidBpftrace,
+    Variant::Funclatency,
+    Variant::PerfFtrace,
+];
 
 /// Rows of each attribution table.
 const TOP_SYMBOLS: usize = 15;
@@ -426,7 +434,7 @@ fn render(
             );
         }
         // Two programs per call at least (entry + return), counted by the plugin.
-        if run.program_entries < 2 * CALLS {
+        if variant.runs_programs() && run.program_entries < 2 * CALLS {
             return format!(
                 "probe did not run: {} program entries for {CALLS} calls",
                 run.program_entries
@@ -439,12 +447,10 @@ fn render(
         match variant.tool_count(&run.output) {
             None => "ok".into(),
             Some(None) => format!("no call count in its output: {}", last_line(&run.output)),
-            // The floor and funclatency have no pid filter and also time any other task's
-            // getpid.
+            // The floor, funclatency and perf ftrace have no pid filter and also time any
+            // other task's getpid.
             Some(Some(count))
-                if count >= CALLS
-                    && (count <= CALLS + other_calls
-                        || matches!(variant, Variant::Floor | Variant::Funclatency)) =>
+                if count >= CALLS && (count <= CALLS + other_calls || variant.system_wide()) =>
             {
                 "ok".into()
             }
@@ -521,6 +527,7 @@ fn render(
                 "sid's bpftrace",
             ),
             (Variant::Funclatency, FUNCLATENCY_GOAL, "sid's funclatency"),
+            (Variant::PerfFtrace, f64::NAN, "sid's perf ftrace latency"),
         ] {
             if has(peer) {
                 out.push_str(&ratio_line(
@@ -529,8 +536,33 @@ fn render(
                     of(peer),
                     goal,
                 ));
-                out.push_str(&reachable_line(of(Variant::Floor), of(peer), goal, name));
+                if !goal.is_nan() {
+                    out.push_str(&reachable_line(of(Variant::Floor), of(peer), goal, name));
+                }
             }
+        }
+        // The goal the peers share: below half of the cheapest one that timed every call.
+        let best_peer = NEWEST_PEERS
+            .into_iter()
+            .filter(|&peer| has(peer))
+            .filter_map(|peer| Some((of(peer)?, peer)))
+            .min_by(|a, b| a.0.total_cmp(&b.0));
+        if let Some((best, peer)) = best_peer {
+            out.push_str(&ratio_line(
+                &format!(
+                    "hotprof / the cheapest newest peer ({})",
+                    peer.title(mechanism)
+                ),
+                of(Variant::Hotprof),
+                Some(best),
+                BEST_PEER_GOAL,
+            ));
+            out.push_str(&reachable_line(
+                of(Variant::Floor),
+                Some(best),
+                BEST_PEER_GOAL,
+                "the cheapest peer's",
+            ));
         }
         if has(Variant::HotprofStacks) {
             out.push_str(&ratio_line(
@@ -949,6 +981,20 @@ mod tests {
                       Exiting trace of __do_sys_getpid\n";
         assert_eq!(Variant::Funclatency.tool_count(output), Some(Some(100_004)));
         assert_eq!(Variant::Funclatency.tool_count("no histogram"), Some(None));
+    }
+
+    #[test]
+    fn perf_ftrace_counts_its_statistics_line() {
+        // `perf ftrace latency -n` 7.2's tail, as the 6.12 guest printed it.
+        let output = "   256 -  512 ns |      99990 | ############## |
+                           1 - ...  s  |          0 |                |
+
+                      # statistics  (in nsec)
+                        total time:                  956
+                             count:               100003
+";
+        assert_eq!(Variant::PerfFtrace.tool_count(output), Some(Some(100_003)));
+        assert_eq!(Variant::PerfFtrace.tool_count("No data found"), Some(None));
     }
 
     #[test]

@@ -20,6 +20,7 @@
 //! loader and the host's bpftrace with every library it links, so bpftrace runs in the busybox
 //! guest without a Debian root filesystem.
 
+mod exactness;
 mod flame;
 mod insns;
 mod probe_cost;
@@ -83,8 +84,11 @@ pub enum Section {
     Flame,
     /// Guest instructions per getpid call under each probe (QEMU TCG plugin), and where.
     Insns,
-    /// Start-up to the workload running, hotprof vs bpftrace (host).
+    /// Start-up to the workload running and peak memory, hotprof vs bpftrace (host).
     Startup,
+    /// What each peer counts on workloads of known truth, and what it cannot attach to (7.x
+    /// guest).
+    Exactness,
 }
 
 pub fn run(args: &BenchArgs) -> Result<ExitCode> {
@@ -143,6 +147,9 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
     }
     if wants(Section::Insns) {
         section("instructions per call", insns::run(&tools))?;
+    }
+    if wants(Section::Exactness) {
+        section("exactness", exactness::run(&tools))?;
     }
     let _ = writeln!(report, "Whole bench: {}.", secs(started.elapsed()));
     let path = dir.join("report.md");
@@ -222,7 +229,7 @@ impl Tools {
             None => None,
         };
         let mut guest_layers = vec![guest_layer(arch, &empty_probe, baseline.as_deref())?];
-        let sid = peers::layer(arch, &[peers::BPFTRACE, peers::FUNCLATENCY])?;
+        let sid = peers::layer(arch, &peers::ALL)?;
         guest_layers.push(sid.cpio);
         let sid = format!(
             "Debian sid's {} for {arch}, with their own libraries",
@@ -344,7 +351,6 @@ pub fn vm_run(tools: &Tools, name: &str, script: &str, timeout: Duration) -> Res
     vm_run_with(tools, name, script, timeout, |_| {})
 }
 
-/// [`vm_run`], with `adjust` changing the run's settings (accelerator, qemu arguments) first.
 /// `empty_probe`'s command line: the mechanism's empty pair on `target`, or with `timed` its
 /// timing floor, around `workload`.
 fn empty_probe(timed: bool, mode: &str, target: &str, workload: &str) -> String {
@@ -352,6 +358,7 @@ fn empty_probe(timed: bool, mode: &str, target: &str, workload: &str) -> String 
     format!("empty_probe {timed}{mode} {target} -- {workload}")
 }
 
+/// [`vm_run`], with `adjust` changing the run's settings (accelerator, qemu arguments) first.
 pub fn vm_run_with(
     tools: &Tools,
     name: &str,
@@ -425,33 +432,6 @@ pub fn first_calls_line(output: &str) -> Option<u64> {
     })
 }
 
-/// Sum of a libbpf-tools log2 histogram's counts (`funclatency`): lines
-/// `       256 -> 511        : 99998    |****|`.
-pub fn log2_hist_total(output: &str) -> Option<u64> {
-    let counts: Vec<u64> = output
-        .lines()
-        .filter(|line| line.contains("->"))
-        .filter_map(|line| {
-            let (_, rest) = line.split_once(':')?;
-            rest.split_whitespace().next()?.parse().ok()
-        })
-        .collect();
-    (!counts.is_empty()).then(|| counts.iter().sum())
-}
-
-/// Sum of a bpftrace `hist()`'s bucket counts: lines `[lo, hi)   count |@@@|`.
-pub fn bpftrace_hist_total(output: &str) -> Option<u64> {
-    let counts: Vec<u64> = output
-        .lines()
-        .filter(|line| line.starts_with('[') && line.ends_with('|'))
-        .filter_map(|line| {
-            let (_, rest) = line.split_once([')', ']'])?;
-            rest.split_whitespace().next()?.parse().ok()
-        })
-        .collect();
-    (!counts.is_empty()).then(|| counts.iter().sum())
-}
-
 /// The order in which round `round_index` (from 0) runs `count` variants, as indices: row
 /// `round_index` of a Williams design (a Latin square balanced for neighbours). Over
 /// [`order_cycle`] rounds every variant runs in every position, and right after every other
@@ -501,6 +481,26 @@ pub fn in_round_order<T>(items: &[T], round_index: u32) -> impl Iterator<Item = 
 }
 
 /// Median and range of some measurements.
+/// Waits for `pid` and returns its wait status and its resource usage: the peak RSS of that
+/// process (and of the children it waited for), unlike `getrusage(RUSAGE_CHILDREN)`, which is
+/// the maximum over every child ever waited for.
+pub fn wait4(pid: u32) -> Result<(i32, libc::rusage)> {
+    let mut status = 0;
+    // SAFETY: rusage is plain data; wait4 fills it for a child of ours.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: valid pointers to locals; pid is our child, not yet reaped.
+        let rc = unsafe { libc::wait4(pid as i32, &mut status, 0, &mut usage) };
+        if rc == pid as i32 {
+            return Ok((status, usage));
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::Interrupted {
+            return Err(err).context("wait4");
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Spread {
     pub median: f64,
@@ -612,10 +612,7 @@ mod tests {
     }
 
     #[test]
-    fn counts_from_bpftrace_and_hotprof() {
-        let bpftrace = "@ns:\n[256, 512)        194376 |@@@@@|\n[512, 1K)            319 |   |\n[1M, ...)     5 |  |\n";
-        assert_eq!(bpftrace_hist_total(bpftrace), Some(194_700));
-        assert_eq!(bpftrace_hist_total("Attaching 2 probes...\n"), None);
+    fn counts_from_hotprof() {
         let hotprof = "getpid\n  calls 100000   total 184 ms   min 1.39 µs\n";
         assert_eq!(first_calls_line(hotprof), Some(100_000));
     }

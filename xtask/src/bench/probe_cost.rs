@@ -11,9 +11,10 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use super::{
-    GUEST_UPTIME, Spread, Tools, bpftrace_hist_total, empty_probe, first_calls_line,
-    in_round_order, order_cycle, run_secs, syscall_lat_avg_ns, vm_run,
+    GUEST_UPTIME, Spread, Tools, empty_probe, first_calls_line, in_round_order, order_cycle,
+    run_secs, syscall_lat_avg_ns, vm_run,
 };
+use crate::peer_output::bpftrace_hist_total;
 use crate::util::step;
 
 /// getpid calls per host run: about a second each on a ~1 µs syscall.

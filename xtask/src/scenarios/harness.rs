@@ -130,12 +130,18 @@ impl Ctx {
     /// timeout, if longer) before it is killed as hung.
     pub fn run_with_timeout(&mut self, script: &str, at_least: Duration) -> Result<Guest> {
         let qemu = QemuSetup::for_arch(self.arch);
-        self.launch(script, at_least, &qemu, Clock::Host)
+        self.launch(script, at_least, &qemu, Clock::Host, false)
+    }
+
+    /// [`Ctx::run`] with Debian sid's peers in the guest ([`VmRun::with_peers`]).
+    pub fn run_with_peers(&mut self, script: &str) -> Result<Guest> {
+        let qemu = QemuSetup::for_arch(self.arch);
+        self.launch(script, self.timeout, &qemu, Clock::Host, true)
     }
 
     /// [`Ctx::run`] with another qemu (a stand-in).
     pub fn run_with_qemu(&mut self, script: &str, qemu: &QemuSetup) -> Result<Guest> {
-        self.launch(script, self.timeout, qemu, Clock::Host)
+        self.launch(script, self.timeout, qemu, Clock::Host, false)
     }
 
     /// [`Ctx::run`] on qemu's instruction clock (TCG, `-icount shift=0,sleep=off`, one CPU:
@@ -147,7 +153,7 @@ impl Ctx {
     /// compares two durations measured apart needs this one.
     pub fn run_on_instruction_clock(&mut self, script: &str) -> Result<Guest> {
         let qemu = QemuSetup::for_arch(self.arch);
-        self.launch(script, self.timeout, &qemu, Clock::Instructions)
+        self.launch(script, self.timeout, &qemu, Clock::Instructions, false)
     }
 
     fn launch(
@@ -156,6 +162,7 @@ impl Ctx {
         at_least: Duration,
         qemu: &QemuSetup,
         clock: Clock,
+        peers: bool,
     ) -> Result<Guest> {
         self.runs += 1;
         let out_dir = self.out_root.join(format!("run{}", self.runs));
@@ -168,6 +175,9 @@ impl Ctx {
         run.qemu = qemu.clone();
         if clock == Clock::Instructions {
             run = run.on_instruction_clock();
+        }
+        if peers {
+            run = run.with_peers()?;
         }
         let outcome = vm::run(&run)?;
         self.last = Some(outcome.clone());

@@ -35,6 +35,7 @@ mod kprobe_multi;
 mod kprobe_session;
 mod kvm_fallback;
 mod lifecycle;
+mod peers;
 mod raw_syscalls;
 mod sampled_stacks;
 mod stacks;
@@ -231,6 +232,12 @@ pub const SCENARIOS: &[Scenario] = &[
         arch: Arch::X86_64,
         kernels: &[Kernel::V7],
         run: kprobe_session::fsession_exact,
+    },
+    Scenario {
+        name: "peers_side_by_side",
+        arch: Arch::X86_64,
+        kernels: &[Kernel::V6_12, Kernel::V7],
+        run: peers::peers_side_by_side,
     },
     Scenario {
         name: "tracing_multi_exact",

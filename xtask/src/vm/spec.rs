@@ -4,10 +4,16 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use anyhow::Result;
+
 use super::text::transcript;
 use crate::arch::Arch;
 use crate::kernels::Kernel;
+use crate::peers;
 use crate::util::target_dir;
+
+/// Guest memory with sid's peers: their layer unpacks to about 450 MB in the guest's RAM.
+const PEERS_MEMORY_MB: u32 = 2048;
 
 /// How qemu runs the guest's CPUs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -113,6 +119,14 @@ impl VmRun {
                 .to_vec(),
             ..self
         }
+    }
+
+    /// This run with sid's peers in the guest ([`peers::ALL`]), and the memory they unpack into.
+    pub fn with_peers(mut self) -> Result<Self> {
+        let layer = peers::layer(self.arch, &peers::ALL)?;
+        self.extra_layers.push(layer.cpio);
+        self.memory_mb = self.memory_mb.max(PEERS_MEMORY_MB);
+        Ok(self)
     }
 
     /// This run on an `arch` guest, with that architecture's qemu.

@@ -3,11 +3,12 @@
 //! (suites) that run them: 6.12 for every mechanism it has, 7.x for fsession against fentry,
 //! and with `--arch aarch64` an arm64 6.12 for its mechanisms and call-site mode's cost.
 
-use super::super::{bpftrace_hist_total, empty_probe, first_calls_line, log2_hist_total};
+use super::super::{empty_probe, first_calls_line};
 use super::{MARKED_WORKLOAD, STACKS_EVERY};
 use crate::arch::Arch;
 use crate::kernels::Kernel;
-use crate::peers::{SID_BPFTRACE, SID_FUNCLATENCY};
+use crate::peer_output::{bpftrace_hist_total, log2_hist_total, perf_latency_count};
+use crate::peers::{SID_BPFTRACE, SID_FUNCLATENCY, SID_PERF};
 
 /// One probe mechanism and how each variant uses it.
 pub(super) struct Mechanism {
@@ -294,10 +295,15 @@ pub(super) enum Variant {
     /// Debian sid's libbpf-tools `funclatency` (0.37): fentry where the function is in BTF,
     /// else a kprobe pair; system-wide (it runs no command), so stopped after the workload.
     Funclatency,
+    /// Debian sid's `perf ftrace latency` (7.2): ftrace's function_graph tracer, the
+    /// histogram in perf from the trace buffer (Debian's perf has no BPF skeletons, so no
+    /// `--use-bpf`). System-wide (`-a`): its pid filter (`set_ftrace_pid`) follows the
+    /// command's first thread only, not the workload's loop thread.
+    PerfFtrace,
 }
 
 /// The function mechanisms' (kprobe, fentry) on the 6.12 guest.
-pub(super) const VARIANTS: [Variant; 9] = [
+pub(super) const VARIANTS: [Variant; 10] = [
     Variant::Empty,
     Variant::Floor,
     Variant::Hotprof,
@@ -307,9 +313,10 @@ pub(super) const VARIANTS: [Variant; 9] = [
     Variant::Bpftrace,
     Variant::SidBpftrace,
     Variant::Funclatency,
+    Variant::PerfFtrace,
 ];
 
-/// The syscall tracepoints': funclatency times functions only.
+/// The syscall tracepoints': funclatency and perf ftrace time functions only.
 const TRACEPOINT_VARIANTS: [Variant; 8] = [
     Variant::Empty,
     Variant::Floor,
@@ -321,14 +328,16 @@ const TRACEPOINT_VARIANTS: [Variant; 8] = [
     Variant::SidBpftrace,
 ];
 
-/// The 7.x guest's fentry/fexit pairs, with funclatency (an fentry pair too).
-const PAIR_VARIANTS: [Variant; 6] = [
+/// The 7.x guest's fentry/fexit pairs, with funclatency (an fentry pair too) and perf
+/// ftrace.
+const PAIR_VARIANTS: [Variant; 7] = [
     Variant::Empty,
     Variant::Floor,
     Variant::Hotprof,
     Variant::Bpftrace,
     Variant::SidBpftrace,
     Variant::Funclatency,
+    Variant::PerfFtrace,
 ];
 
 /// The 7.x guest's fsession: the pairs row is its own mechanism there.
@@ -364,6 +373,7 @@ impl Variant {
             Variant::Bpftrace => "bpftrace",
             Variant::SidBpftrace => "sidbpftrace",
             Variant::Funclatency => "funclatency",
+            Variant::PerfFtrace => "perf-ftrace",
         }
     }
 
@@ -379,6 +389,10 @@ impl Variant {
             Variant::Bpftrace => "bpftrace, the host's (@start[tid] + hist())".into(),
             Variant::SidBpftrace => "bpftrace, sid's (@start[tid] + hist())".into(),
             Variant::Funclatency => format!("funclatency {}, sid's", mechanism.empty_target),
+            Variant::PerfFtrace => format!(
+                "perf ftrace latency -a -T {}, sid's (function_graph)",
+                mechanism.empty_target
+            ),
         }
     }
 
@@ -421,6 +435,10 @@ impl Variant {
             // are loaded (its `Tracing` line sits in a stdio buffer until it exits) and a second
             // for the attach, then Ctrl-C, which prints its histogram. The call count checks
             // that it was attached for the whole loop.
+            Variant::PerfFtrace => format!(
+                "{SID_PERF} ftrace latency -a -n -T {} -- /bin/sh {workload}",
+                mechanism.empty_target
+            ),
             Variant::Funclatency => {
                 return format!(
                     "( taskset 1 {SID_FUNCLATENCY} {target} > /tmp/fl.txt 2>&1 & fl=$!; \
@@ -445,6 +463,20 @@ impl Variant {
             | Variant::HotprofFrames => Some(first_calls_line(output)),
             Variant::Bpftrace | Variant::SidBpftrace => Some(bpftrace_hist_total(output)),
             Variant::Funclatency => Some(log2_hist_total(output)),
+            Variant::PerfFtrace => Some(perf_latency_count(output)),
         }
+    }
+
+    /// Whether the tool times calls with BPF programs (which the plugin counts as they start).
+    pub(super) fn runs_programs(self) -> bool {
+        self != Variant::PerfFtrace
+    }
+
+    /// Whether the tool counts every task's calls, not only the workload's.
+    pub(super) fn system_wide(self) -> bool {
+        matches!(
+            self,
+            Variant::Floor | Variant::Funclatency | Variant::PerfFtrace
+        )
     }
 }
