@@ -120,6 +120,12 @@ pub fn layer(arch: Arch, peers: &[Peer]) -> Result<PeerLayer> {
     let dir = target_dir().join("peers").join(arch.name());
     let debs = dir.join("debs");
     fs::create_dir_all(&debs).with_context(|| format!("could not create {}", debs.display()))?;
+    // Scenarios on two kernels at once ask for the layer together: one builds, the other waits
+    // and then finds it built. Released when `_lock` is dropped.
+    let lock_path = dir.join("layer.lock");
+    let _lock = fs::File::create(&lock_path)
+        .and_then(|file| file.lock().map(|()| file))
+        .with_context(|| format!("could not lock {}", lock_path.display()))?;
     let mut packages = BTreeSet::new();
     let mut versions = Vec::new();
     for peer in peers {

@@ -29,6 +29,7 @@ mod doc_examples;
 mod doctor;
 mod exact_counts;
 mod fallbacks;
+mod faults;
 pub mod harness;
 mod keys_and_filters;
 mod kprobe_multi;
@@ -232,6 +233,12 @@ pub const SCENARIOS: &[Scenario] = &[
         arch: Arch::X86_64,
         kernels: &[Kernel::V7],
         run: kprobe_session::fsession_exact,
+    },
+    Scenario {
+        name: "cpu_hotplug_exact",
+        arch: Arch::X86_64,
+        kernels: &[Kernel::V6_12, Kernel::V7],
+        run: faults::cpu_hotplug_exact,
     },
     Scenario {
         name: "peers_side_by_side",
