@@ -42,9 +42,9 @@ pub enum Truth {
 pub const CASES: [Case; 3] = [
     Case {
         key: "exact",
-        title: "exact count: `__do_sys_getpid`, 20,000 getpid calls",
+        title: "exact count: `__do_sys_getpid`, 100,000 getpid calls",
         function: "__do_sys_getpid",
-        workload: "/bin/syscall_lat 20000",
+        workload: "/bin/syscall_lat 100000",
         hotprof_extra: "",
         truth: Truth::WorkloadCalls,
     },

@@ -11,6 +11,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::fs;
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -90,17 +91,27 @@ pub struct PeerLayer {
 }
 
 impl PeerLayer {
-    /// `peer` run on this machine from the unpacked packages, through sid's loader and
-    /// libraries as in the guest (for a layer of the host's architecture).
-    pub fn host_command(&self, peer: &Peer) -> Result<Command> {
+    /// A directory of wrappers that run each peer of `peers` on this machine from the
+    /// unpacked packages, through sid's loader and libraries as in the guest, by the name it
+    /// has there (`bpftrace-sid`, `funclatency`, `perf`): for a layer of the host's
+    /// architecture, put first in a `PATH`.
+    pub fn host_bin_dir(&self, peers: &[Peer]) -> Result<PathBuf> {
+        let bin = self.root.with_file_name("host-bin");
+        fs::create_dir_all(&bin).with_context(|| format!("could not create {}", bin.display()))?;
         let root = self.root.to_string_lossy();
         let loader = find_loader(&self.root, self.arch)?;
-        let mut command = Command::new(format!("{root}/{loader}"));
-        command
-            .arg("--library-path")
-            .arg(library_path(&root, self.arch))
-            .arg(format!("{root}/{}", peer.path));
-        Ok(command)
+        for peer in peers {
+            let wrapper = bin.join(peer.command);
+            let script = format!(
+                "#!/bin/sh\nexec {root}/{loader} --library-path {} {root}/{} \"$@\"\n",
+                library_path(&root, self.arch),
+                peer.path
+            );
+            fs::write(&wrapper, script)
+                .and_then(|()| fs::set_permissions(&wrapper, fs::Permissions::from_mode(0o755)))
+                .with_context(|| format!("could not write {}", wrapper.display()))?;
+        }
+        Ok(bin)
     }
 }
 

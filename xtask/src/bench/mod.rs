@@ -197,8 +197,11 @@ pub struct Tools {
     /// cpio layers for the guest: empty_probe and (x86_64) the host's bpftrace with its
     /// libraries; on aarch64 sid's bpftrace with its own ([`peers`](crate::peers)).
     pub guest_layers: Vec<PathBuf>,
-    /// The guests' peers (bpftrace, funclatency): their versions and where they come from.
+    /// The guests' peers (bpftrace, funclatency, perf): their versions and where they come from.
     pub bpftrace: String,
+    /// On an x86_64 bench, wrappers that run sid's peers on the host by their guest names
+    /// (`bpftrace-sid`, …), for a `PATH`.
+    pub sid_host_bin: Option<PathBuf>,
     /// `--baseline-hotprof`, copied to `target/bench/baseline/hotprof_baseline`.
     pub baseline_hotprof: Option<PathBuf>,
 }
@@ -230,6 +233,10 @@ impl Tools {
         };
         let mut guest_layers = vec![guest_layer(arch, &empty_probe, baseline.as_deref())?];
         let sid = peers::layer(arch, &peers::ALL)?;
+        let sid_host_bin = match arch {
+            Arch::X86_64 => Some(sid.host_bin_dir(&peers::ALL)?),
+            Arch::Aarch64 => None,
+        };
         guest_layers.push(sid.cpio);
         let sid = format!(
             "Debian sid's {} for {arch}, with their own libraries",
@@ -244,6 +251,7 @@ impl Tools {
             bin_dir: build::guest_bin_dir(arch),
             guest_layers,
             bpftrace,
+            sid_host_bin,
             baseline_hotprof: baseline,
         })
     }

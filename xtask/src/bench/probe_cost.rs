@@ -15,6 +15,7 @@ use super::{
     run_secs, syscall_lat_avg_ns, vm_run,
 };
 use crate::peer_output::bpftrace_hist_total;
+use crate::peers::SID_BPFTRACE;
 use crate::util::step;
 
 /// getpid calls per host run: about a second each on a ~1 µs syscall.
@@ -126,11 +127,18 @@ impl Mechanism {
                 "hotprof_baseline {} --no-calibrate -- {workload}",
                 self.hotprof_args
             ),
-            Variant::Bpftrace => format!(
-                "bpftrace -e '{} /pid == cpid/ {{ @start[tid] = nsecs; }} \
+            Variant::Bpftrace | Variant::SidBpftrace => format!(
+                "{} -e '{} /pid == cpid/ {{ @start[tid] = nsecs; }} \
                  {} /@start[tid]/ {{ @ns = hist(nsecs - @start[tid]); delete(@start[tid]); }}' \
                  -c \"$(command -v syscall_lat) {}\"",
-                self.bpftrace_entry, self.bpftrace_return, self.calls
+                if variant == Variant::Bpftrace {
+                    "bpftrace"
+                } else {
+                    SID_BPFTRACE
+                },
+                self.bpftrace_entry,
+                self.bpftrace_return,
+                self.calls
             ),
         }
     }
@@ -146,7 +154,7 @@ impl Mechanism {
             | Variant::HotprofBaseline
             | Variant::Floor
             | Variant::FloorRaw => first_calls_line(output),
-            Variant::Bpftrace => bpftrace_hist_total(output),
+            Variant::Bpftrace | Variant::SidBpftrace => bpftrace_hist_total(output),
         };
         match counted {
             Some(count) if count == self.calls => Ok(avg),
@@ -172,7 +180,10 @@ enum Variant {
     /// The timing floor: per-task start time + one histogram bucket (`empty_probe --timed`).
     Floor,
     Hotprof,
+    /// The host's bpftrace (bookworm's 0.17 on the development machines): history.
     Bpftrace,
+    /// Debian sid's bpftrace (0.27), the same program: the newest peer.
+    SidBpftrace,
     /// The empty pair on the raw tracepoints `raw_syscalls:sys_enter`/`sys_exit` (every
     /// syscall runs it).
     EmptyRaw,
@@ -194,6 +205,7 @@ fn variants(baseline: bool, raw_syscalls: bool) -> Vec<Variant> {
         Variant::Empty,
         Variant::Floor,
         Variant::Hotprof,
+        Variant::SidBpftrace,
         Variant::Bpftrace,
     ];
     if raw_syscalls {
@@ -217,6 +229,7 @@ impl Variant {
             Variant::Floor => "floor",
             Variant::Hotprof => "hotprof",
             Variant::Bpftrace => "bpftrace",
+            Variant::SidBpftrace => "sidbpftrace",
             Variant::HotprofBaseline => "hotprof-baseline",
             Variant::EmptyRaw => "empty-raw",
             Variant::FloorRaw => "floor-raw",
@@ -232,11 +245,16 @@ type Samples = BTreeMap<Variant, Vec<Result<f64, String>>>;
 pub fn host(tools: &Tools, rounds: u32) -> Result<String> {
     let mechanism = Mechanism::host_tracepoint();
     let variants = variants(tools.baseline_hotprof.is_some(), mechanism.raw_syscalls);
+    let sid_bin = tools
+        .sid_host_bin
+        .as_ref()
+        .context("the host section runs on an x86_64 host, with sid's peers")?;
     let path = format!(
-        "{}:{}:{}:{}",
+        "{}:{}:{}:{}:{}",
         tools.bin_dir.display(),
         tools.bin_dir.join("examples").display(),
         Tools::baseline_dir().display(),
+        sid_bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
     let mut samples = Samples::new();
@@ -456,7 +474,8 @@ fn render(mechanism: &Mechanism, rounds: u32, samples: &Samples, variants: &[Var
                 "timing floor (task-storage start + 1 bucket, same mechanism)".to_owned()
             }
             Variant::Hotprof => format!("hotprof {}", mechanism.hotprof_args),
-            Variant::Bpftrace => "bpftrace (@start[tid] + hist())".to_owned(),
+            Variant::Bpftrace => "bpftrace, the host's (history)".to_owned(),
+            Variant::SidBpftrace => "bpftrace, sid's (@start[tid] + hist())".to_owned(),
             Variant::HotprofBaseline => {
                 format!("baseline hotprof build {}", mechanism.hotprof_args)
             }
@@ -521,7 +540,16 @@ fn render(mechanism: &Mechanism, rounds: u32, samples: &Samples, variants: &[Var
         mechanism.goal_vs_empty,
         mechanism.empty_name,
     ));
-    out.push_str(&ratio(median(Variant::Bpftrace), Some(0.5), "bpftrace"));
+    out.push_str(&ratio(
+        median(Variant::SidBpftrace),
+        Some(0.5),
+        "sid's bpftrace",
+    ));
+    out.push_str(&ratio(
+        median(Variant::Bpftrace),
+        None,
+        "the host's bpftrace (history)",
+    ));
     out.push_str(&ratio(median(Variant::Floor), None, "timing floor"));
     // What any tool that times each call pays over the empty pair: if this alone exceeds the
     // goal, the goal cannot hold for hotprof on this machine either.
@@ -540,7 +568,11 @@ fn render(mechanism: &Mechanism, rounds: u32, samples: &Samples, variants: &[Var
             mechanism.goal_vs_empty,
             mechanism.empty_name,
         ));
-        out.push_str(&forced(median(Variant::Bpftrace), Some(0.5), "bpftrace"));
+        out.push_str(&forced(
+            median(Variant::SidBpftrace),
+            Some(0.5),
+            "sid's bpftrace",
+        ));
         out.push_str(&ratio_of(
             Variant::FloorRaw,
             median(Variant::Empty),

@@ -22,8 +22,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, bail};
 
 use super::{Spread, Tools, in_round_order};
-use crate::arch::Arch;
-use crate::peers::{self, PeerLayer};
+use crate::peers;
 use crate::util::target_dir;
 
 const GOAL_VS_BPFTRACE: f64 = 0.5;
@@ -55,7 +54,7 @@ impl Tool {
         }
     }
 
-    fn command(self, tools: &Tools, sid: &PeerLayer, script: &Path) -> Result<Command> {
+    fn command(self, tools: &Tools, sid_bin: &Path, script: &Path) -> Result<Command> {
         let workload = ["/bin/sh".into(), script.display().to_string()];
         let hotprof = tools.bin_dir.join("hotprof");
         Ok(match self {
@@ -72,7 +71,7 @@ impl Tool {
                 let mut command = if self == Tool::Bpftrace {
                     Command::new(super::BPFTRACE)
                 } else {
-                    sid.host_command(&peers::BPFTRACE)?
+                    Command::new(sid_bin.join(peers::SID_BPFTRACE))
                 };
                 command.args(["-e", BPFTRACE_PROGRAM, "-c", &workload.join(" ")]);
                 command
@@ -107,8 +106,8 @@ struct Run {
     peak_rss_mb: f64,
 }
 
-fn run_once(tool: Tool, tools: &Tools, sid: &PeerLayer, script: &Path) -> Result<Run> {
-    let mut command = tool.command(tools, sid, script)?;
+fn run_once(tool: Tool, tools: &Tools, sid_bin: &Path, script: &Path) -> Result<Run> {
+    let mut command = tool.command(tools, sid_bin, script)?;
     command.stdout(Stdio::piped()).stderr(Stdio::piped());
     let spawned = unix_ns();
     let mut child = command
@@ -142,9 +141,8 @@ fn run_once(tool: Tool, tools: &Tools, sid: &PeerLayer, script: &Path) -> Result
 }
 
 /// What funclatency answers here, for the section's note: its last line of output.
-fn funclatency_attempt(sid: &PeerLayer) -> Result<String> {
-    let output = sid
-        .host_command(&peers::FUNCLATENCY)?
+fn funclatency_attempt(sid_bin: &Path) -> Result<String> {
+    let output = Command::new(sid_bin.join(peers::SID_FUNCLATENCY))
         .args(["-d", "1", "__x64_sys_getpid"])
         .output()
         .context("could not run funclatency")?;
@@ -164,7 +162,10 @@ fn funclatency_attempt(sid: &PeerLayer) -> Result<String> {
 /// The section: start-up and peak RSS per tool, median (min–max) over `rounds` interleaved
 /// rounds.
 pub fn run(tools: &Tools, rounds: u32) -> Result<String> {
-    let sid = peers::layer(Arch::X86_64, &peers::ALL)?;
+    let sid_bin = tools
+        .sid_host_bin
+        .clone()
+        .context("the start-up section runs on an x86_64 host, with sid's peers")?;
     let script = target_dir().join("bench").join("startup-workload.sh");
     fs::write(&script, WORKLOAD_SCRIPT)
         .with_context(|| format!("could not write {}", script.display()))?;
@@ -178,7 +179,7 @@ pub fn run(tools: &Tools, rounds: u32) -> Result<String> {
     let mut rss: std::collections::BTreeMap<Tool, Vec<f64>> = Default::default();
     for round in 0..rounds {
         for &tool in in_round_order(&all, round) {
-            let run = run_once(tool, tools, &sid, &script)?;
+            let run = run_once(tool, tools, &sid_bin, &script)?;
             eprintln!(
                 "[bench] start-up round {} {}: {:.1} ms, peak RSS {:.1} MB",
                 round + 1,
@@ -197,9 +198,9 @@ pub fn run(tools: &Tools, rounds: u32) -> Result<String> {
         "## Start-up and memory (host, real CPU)\n\nFrom spawning the tool to its workload \
          (`date +%s%N`) reading the clock: probes loaded and attached, workload started; and \
          the tool's peak RSS by then (its `VmHWM`, read by the workload). \
-         {rounds} rounds, interleaved; median (min–max). sid's packages: {}.\n\n\
+         {rounds} rounds, interleaved; median (min–max). Peers: {}.\n\n\
          | tool | start-up ms | peak RSS MB (at the workload's start) |\n|---|---|---|\n",
-        sid.versions.join(", ")
+        tools.bpftrace
     );
     for tool in all {
         let show = |samples| spread(samples, tool).map_or("—".into(), |s: Spread| s.show());
@@ -235,7 +236,7 @@ pub fn run(tools: &Tools, rounds: u32) -> Result<String> {
         out,
         "- funclatency (sid's) times kernel functions only; asked for `__x64_sys_getpid` for \
          one second on this host it answered {}",
-        funclatency_attempt(&sid)?
+        funclatency_attempt(&sid_bin)?
     );
     out.push('\n');
     Ok(out)
