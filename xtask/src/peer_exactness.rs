@@ -1,5 +1,6 @@
 //! The peers side by side on workloads whose truth is known (issue #36): a function called an
-//! exact number of times, a recursive function, and a notrace one, each timed by hotprof and
+//! exact number of times, one with a known bimodal latency, a recursive function, and a
+//! notrace one, each timed by hotprof and
 //! by Debian sid's bpftrace (its fentry pair and its kprobe pair, the `@start[tid]` + `hist()`
 //! program), libbpf-tools' funclatency and `perf ftrace latency`, in one guest with the peers'
 //! layer ([`crate::peers`]). What each counted, or what it answered when it would not attach,
@@ -13,7 +14,10 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use crate::peer_output::{bpftrace_hist_total, log2_hist_total, perf_latency_count};
+use crate::peer_output::{
+    Bucket, bpftrace_hist_buckets, calls_between, log2_hist_buckets, perf_latency_buckets,
+    perf_latency_count,
+};
 
 /// A workload with a known truth, and the function timed in it.
 pub struct Case {
@@ -26,6 +30,28 @@ pub struct Case {
     hotprof_extra: &'static str,
     /// The calls a complete tool counts, where the workload's own output does not say.
     pub truth: Truth,
+    /// The latency ranges the calls fall into, `[from_ns, to_ns)`, and how many in each, where
+    /// the case knows.
+    pub modes: Option<[Mode; 2]>,
+}
+
+/// A range of latencies and the calls a complete tool puts in it.
+#[derive(Clone, Copy)]
+pub struct Mode {
+    pub from_ns: u64,
+    pub to_ns: u64,
+    pub calls: u64,
+}
+
+impl Mode {
+    /// `0.5–4 ms`.
+    fn range(self) -> String {
+        format!(
+            "{}–{} ms",
+            self.from_ns as f64 / 1e6,
+            self.to_ns as f64 / 1e6
+        )
+    }
 }
 
 /// Where a case's true call count comes from.
@@ -39,7 +65,7 @@ pub enum Truth {
     Fixed(u64),
 }
 
-pub const CASES: [Case; 3] = [
+pub const CASES: [Case; 4] = [
     Case {
         key: "exact",
         title: "exact count: `__do_sys_getpid`, 100,000 getpid calls",
@@ -47,6 +73,28 @@ pub const CASES: [Case; 3] = [
         workload: "/bin/syscall_lat 100000",
         hotprof_extra: "",
         truth: Truth::WorkloadCalls,
+        modes: None,
+    },
+    Case {
+        key: "bimodal",
+        title: "bimodal: `do_nanosleep`, 20 sleeps of 1 ms and 20 of 20 ms, alternating",
+        function: "do_nanosleep",
+        workload: "/bin/sleeper 40 1000 --alternate 20000",
+        hotprof_extra: "",
+        truth: Truth::Fixed(40),
+        // A sleep lasts its length and a timer's slack: ranges a power of two wide each side.
+        modes: Some([
+            Mode {
+                from_ns: 500_000,
+                to_ns: 4_000_000,
+                calls: 20,
+            },
+            Mode {
+                from_ns: 10_000_000,
+                to_ns: 80_000_000,
+                calls: 20,
+            },
+        ]),
     },
     Case {
         key: "recursive",
@@ -55,6 +103,7 @@ pub const CASES: [Case; 3] = [
         workload: "/bin/epoll_nest 3 200",
         hotprof_extra: "",
         truth: Truth::Fixed(3),
+        modes: None,
     },
     Case {
         key: "notrace",
@@ -63,6 +112,7 @@ pub const CASES: [Case; 3] = [
         workload: "/bin/stat_loop 2000 /tmp",
         hotprof_extra: " --callers 'cp_new_stat*'",
         truth: Truth::WorkloadCallsPlusOne,
+        modes: None,
     },
 ];
 
@@ -136,7 +186,9 @@ impl Tool {
                  until grep -q '_dummy_' /proc/kallsyms || ! kill -0 $fl 2>/dev/null; do sleep 0.2; done; \
                  sleep 1; {w}; kill -INT $fl 2>/dev/null; wait $fl )"
             ),
-            Tool::PerfFtrace => format!("perf ftrace latency -a -n -T {f} -- {w}"),
+            // Microsecond buckets (its default): with `-n` every call of 1 ms or more shares
+            // its last bucket.
+            Tool::PerfFtrace => format!("perf ftrace latency -a -T {f} -- {w}"),
         }
     }
 
@@ -144,9 +196,29 @@ impl Tool {
     fn count(self, output: &str, json: Option<&serde_json::Value>) -> Option<u64> {
         match self {
             Tool::Hotprof => json?["functions"][0]["count"].as_u64(),
-            Tool::BpftraceFentry | Tool::BpftraceKprobe => bpftrace_hist_total(output),
-            Tool::Funclatency => log2_hist_total(output),
             Tool::PerfFtrace => perf_latency_count(output),
+            _ => {
+                let buckets = self.buckets(output, json);
+                (!buckets.is_empty()).then(|| buckets.iter().map(|&(_, n)| n).sum())
+            }
+        }
+    }
+
+    /// The tool's histogram.
+    fn buckets(self, output: &str, json: Option<&serde_json::Value>) -> Vec<Bucket> {
+        match self {
+            Tool::Hotprof => json
+                .and_then(|json| json["functions"][0]["buckets"].as_array())
+                .map(|buckets| {
+                    buckets
+                        .iter()
+                        .filter_map(|b| Some((b[0].as_u64()?, b[2].as_u64()?)))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            Tool::BpftraceFentry | Tool::BpftraceKprobe => bpftrace_hist_buckets(output),
+            Tool::Funclatency => log2_hist_buckets(output),
+            Tool::PerfFtrace => perf_latency_buckets(output),
         }
     }
 }
@@ -172,8 +244,8 @@ pub fn script() -> String {
 /// What one tool did with one case.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Outcome {
-    /// It timed this many calls.
-    Counted(u64),
+    /// It timed this many calls; with the case's modes, this many in each.
+    Counted(u64, Option<[u64; 2]>),
     /// It printed no count: its last line of output says why.
     Refused(String),
 }
@@ -221,7 +293,13 @@ pub fn read(out_dir: &Path) -> Result<Vec<Row>> {
         for tool in TOOLS {
             let output = read_output(out_dir, case, tool)?;
             let outcome = match tool.count(&output, json.as_ref()) {
-                Some(count) => Outcome::Counted(count),
+                Some(count) => Outcome::Counted(
+                    count,
+                    case.modes.map(|modes| {
+                        let buckets = tool.buckets(&output, json.as_ref());
+                        modes.map(|mode| calls_between(&buckets, mode.from_ns, mode.to_ns))
+                    }),
+                ),
                 None => Outcome::Refused(why(&output)),
             };
             outcomes.push((tool, outcome));
@@ -274,11 +352,30 @@ pub fn table(rows: &[Row]) -> String {
         let _ = write!(out, "| {} | {} |", row.case.title, row.truth);
         for (tool, outcome) in &row.outcomes {
             let cell = match outcome {
-                Outcome::Counted(n) if *n == row.truth => format!("{n} exact"),
-                Outcome::Counted(n) if tool.system_wide() && *n > row.truth => {
-                    format!("{n} (system-wide: +{} from other tasks)", n - row.truth)
+                Outcome::Counted(n, modes) => {
+                    let count = if *n == row.truth {
+                        format!("{n} exact")
+                    } else if tool.system_wide() && *n > row.truth {
+                        format!("{n} (system-wide: +{} from other tasks)", n - row.truth)
+                    } else {
+                        format!("**{n}** ({:+})", *n as i64 - row.truth as i64)
+                    };
+                    match (modes, row.case.modes) {
+                        (Some(seen), Some(want)) => format!(
+                            "{count}; {} in {}, {} in {}{}",
+                            seen[0],
+                            want[0].range(),
+                            seen[1],
+                            want[1].range(),
+                            if *seen == want.map(|mode| mode.calls) {
+                                " (both modes)"
+                            } else {
+                                ""
+                            }
+                        ),
+                        _ => count,
+                    }
                 }
-                Outcome::Counted(n) => format!("**{n}** ({:+})", *n as i64 - row.truth as i64),
                 Outcome::Refused(why) => format!("refused: `{why}`"),
             };
             let _ = write!(out, " {cell} |");

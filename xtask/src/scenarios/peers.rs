@@ -8,7 +8,8 @@ use anyhow::{Context, Result, ensure};
 use super::harness::Ctx;
 use crate::peer_exactness::{self, Outcome, Tool};
 
-/// 6.12, 7.x: hotprof counts every case exactly (the notrace function at its call site);
+/// 6.12, 7.x: hotprof counts every case exactly (the notrace function at its call site), and
+/// each of the bimodal case's sleeps in its mode;
 /// every peer runs and counts the getpid loop; none of them attaches to the notrace function.
 /// The table of what each did is written to the run's `peers.md` and printed.
 pub(super) fn peers_side_by_side(ctx: &mut Ctx) -> Result<()> {
@@ -21,8 +22,12 @@ pub(super) fn peers_side_by_side(ctx: &mut Ctx) -> Result<()> {
     eprintln!("{table}");
     for row in &rows {
         ensure!(
-            *row.outcome(Tool::Hotprof) == Outcome::Counted(row.truth),
-            "{}: hotprof {:?}, want {} calls",
+            *row.outcome(Tool::Hotprof)
+                == Outcome::Counted(
+                    row.truth,
+                    row.case.modes.map(|modes| modes.map(|mode| mode.calls))
+                ),
+            "{}: hotprof {:?}, want {} calls (and the modes' counts)",
             row.case.key,
             row.outcome(Tool::Hotprof),
             row.truth
@@ -33,7 +38,7 @@ pub(super) fn peers_side_by_side(ctx: &mut Ctx) -> Result<()> {
                 // A peer's count, whatever it is: the peer ran. (perf's function_graph
                 // events overflow its trace buffer: it loses about half of 100,000 calls.)
                 "exact" => ensure!(
-                    matches!(outcome, Outcome::Counted(_)),
+                    matches!(outcome, Outcome::Counted(..)),
                     "{} counted nothing: {outcome:?}",
                     tool.title()
                 ),
