@@ -54,10 +54,10 @@ impl Tool {
         }
     }
 
-    fn command(self, tools: &Tools, sid_bin: &Path, script: &Path) -> Result<Command> {
+    fn command(self, tools: &Tools, sid_bin: &Path, script: &Path) -> Command {
         let workload = ["/bin/sh".into(), script.display().to_string()];
         let hotprof = tools.bin_dir.join("hotprof");
-        Ok(match self {
+        match self {
             Tool::Hotprof | Tool::HotprofNoCalibrate => {
                 let mut command = Command::new(hotprof);
                 command.args(["--syscall", "getpid"]);
@@ -76,7 +76,7 @@ impl Tool {
                 command.args(["-e", BPFTRACE_PROGRAM, "-c", &workload.join(" ")]);
                 command
             }
-        })
+        }
     }
 }
 
@@ -107,7 +107,7 @@ struct Run {
 }
 
 fn run_once(tool: Tool, tools: &Tools, sid_bin: &Path, script: &Path) -> Result<Run> {
-    let mut command = tool.command(tools, sid_bin, script)?;
+    let mut command = tool.command(tools, sid_bin, script);
     command.stdout(Stdio::piped()).stderr(Stdio::piped());
     let spawned = unix_ns();
     let mut child = command
