@@ -145,13 +145,14 @@ impl Tool {
         }
     }
 
+    /// The column's title; the versions are the layer's, named beside the table (sid moves).
     pub fn title(self) -> &'static str {
         match self {
             Tool::Hotprof => "hotprof (auto mode)",
-            Tool::BpftraceFentry => "bpftrace 0.27 `kfunc`/`kretfunc`",
-            Tool::BpftraceKprobe => "bpftrace 0.27 `kprobe`/`kretprobe`",
-            Tool::Funclatency => "funclatency 0.37",
-            Tool::PerfFtrace => "perf 7.2 `ftrace latency -a`",
+            Tool::BpftraceFentry => "bpftrace `kfunc`/`kretfunc`",
+            Tool::BpftraceKprobe => "bpftrace `kprobe`/`kretprobe`",
+            Tool::Funclatency => "funclatency",
+            Tool::PerfFtrace => "perf `ftrace latency -a`",
         }
     }
 
