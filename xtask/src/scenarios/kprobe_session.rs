@@ -251,11 +251,26 @@ hotprof status > /dev/null; echo "status_after=$?"
     let filtered = session_report(&guest, "filtered.json", session)?;
     let function = filtered.function("__do_sys_getpid")?;
     let (count, max) = (function.u64("count")?, function.u64("max_ns")?);
-    let losses = nonzero_losses(&filtered);
+    // A program preempted on its CPU (trampolines are preemptible, 7.x's fsession here) makes
+    // the kernel skip any call of the function on that CPU until it resumes, counting it only
+    // as missed: under load, most of the other process's calls can be (4,407 of 5,000 in one
+    // CI run), and a traced call could be. So: every traced call counted or missed, the
+    // misses no more than the calls made, and no other loss.
+    let kernel_missed = filtered.json["losses"]["kernel_missed"]
+        .as_u64()
+        .unwrap_or(0);
+    let others: Vec<String> = nonzero_losses(&filtered)
+        .into_iter()
+        .filter(|loss| !loss.starts_with("kernel_missed="))
+        .collect();
     ensure!(
-        count == TRACED_CALLS && losses.is_empty(),
-        "with {CALLS} getpids of another process: counted {count} (slowest {max} ns), want \
-         {TRACED_CALLS}; losses {losses:?}"
+        count <= TRACED_CALLS
+            && count + kernel_missed >= TRACED_CALLS
+            && kernel_missed <= CALLS + (TRACED_CALLS - count)
+            && others.is_empty(),
+        "with {CALLS} getpids of another process: counted {count} (slowest {max} ns) and \
+         {kernel_missed} missed by the kernel, want {TRACED_CALLS} counted or missed; other \
+         losses {others:?}"
     );
     Ok(())
 }
