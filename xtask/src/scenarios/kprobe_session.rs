@@ -115,7 +115,8 @@ pub(super) fn fsession_exact(ctx: &mut Ctx) -> Result<()> {
 
 /// `__do_sys_getpid` alone in `session`'s mode goes through the session and counts the
 /// workload's getpids exactly with no loss; another process's getpids, made while attached,
-/// are rejected at their entry (and leave nothing open); `--min-latency 1s` puts every call in
+/// are rejected at their entry (and leave nothing open; beside them a traced call may be
+/// skipped by the kernel, counted as missed, while a preempted program holds its CPU); `--min-latency 1s` puts every call in
 /// `below_min_latency`; a recursive function counts every call, inner and outer, as the frames
 /// of the frames option do, but as outermost calls (no frames, no nesting seen); sleeps open at
 /// the stop are counted by the gauge; and afterwards no ftrace-enabled function and no hotprof
