@@ -16,7 +16,7 @@ use anyhow::{Context, Result};
 
 use crate::peer_output::{
     Bucket, bpftrace_hist_buckets, calls_between, log2_hist_buckets, perf_latency_buckets,
-    perf_latency_count,
+    perf_latency_count, total,
 };
 
 /// A workload with a known truth, and the function timed in it.
@@ -198,10 +198,7 @@ impl Tool {
         match self {
             Tool::Hotprof => json?["functions"][0]["count"].as_u64(),
             Tool::PerfFtrace => perf_latency_count(output),
-            _ => {
-                let buckets = self.buckets(output, json);
-                (!buckets.is_empty()).then(|| buckets.iter().map(|&(_, n)| n).sum())
-            }
+            _ => total(&self.buckets(output, json)),
         }
     }
 

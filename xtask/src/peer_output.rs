@@ -84,7 +84,8 @@ pub fn bpftrace_hist_total(output: &str) -> Option<u64> {
     total(&bpftrace_hist_buckets(output))
 }
 
-fn total(buckets: &[Bucket]) -> Option<u64> {
+/// The calls of a histogram; `None` for none at all (the tool printed no histogram).
+pub fn total(buckets: &[Bucket]) -> Option<u64> {
     (!buckets.is_empty()).then(|| buckets.iter().map(|&(_, count)| count).sum())
 }
 
