@@ -6,6 +6,7 @@
 //! 203 → 173 ns" figures come from here).
 
 use std::process::ExitCode;
+use std::sync::Barrier;
 
 use workloads::cli::{Opt, parse_int};
 use workloads::clock::Stopwatch;
@@ -18,7 +19,7 @@ const NAME: &str = "syscall_lat";
 const USAGE: &str = "\
 syscall_lat - time N real getpid system calls
 
-Usage: syscall_lat N [--threads T] [--marker] [--call getpid|getppid]
+Usage: syscall_lat N [--threads T] [--marker] [--call getpid|getppid] [--migrate]
 
   N            getpid calls per thread (1..=10^12), each a real system call
                made through syscall(SYS_getpid), never the libc wrapper
@@ -29,6 +30,12 @@ Usage: syscall_lat N [--threads T] [--marker] [--call getpid|getppid]
   --marker     execute the bench's marker instruction (a nop, x86-64 or arm64,
                that `cargo xtask bench --only insns` counts instructions between)
                right before and right after the loop; one thread only
+  --migrate    move every thread across all the CPUs this process may run on,
+               in lockstep: N is split into one chunk per CPU (N must be a
+               multiple of their number); before chunk k thread i pins itself to
+               CPU number (i + k) mod CPUS (sched_setaffinity) and all threads
+               wait for each other, so no two threads share a CPU when
+               T <= CPUS and every CPU sees exactly T * N / CPUS calls
 
 Each thread times its own loop with CLOCK_MONOTONIC.
 
@@ -38,6 +45,7 @@ Output (last line):
     avg_ns   total_ns / calls, in ns with one decimal
     total_ns sum over threads of each thread's loop time
     wall_ns  from the first thread's start to the last one's end
+    cpus     with --migrate: the CPUs the threads moved across
     pid      this process id (read from /proc/self: no extra getpid call)
 ";
 
@@ -49,6 +57,7 @@ fn main() -> ExitCode {
             Opt::Value("threads"),
             Opt::Flag("marker"),
             Opt::Value("call"),
+            Opt::Flag("migrate"),
         ],
         run,
     )
@@ -79,16 +88,37 @@ fn run(args: &Args) -> Result<Report, Error> {
             "--marker has no instruction on this architecture (x86-64 and arm64 only)",
         ));
     }
+    let migration = if args.flag("migrate") {
+        if marker {
+            return Err(Error::usage("--marker and --migrate do not go together"));
+        }
+        let cpus = allowed_cpus()?;
+        if calls % cpus.len() as u64 != 0 {
+            return Err(Error::usage(format!(
+                "--migrate: N ({calls}) must be a multiple of the {} CPUs it moves across",
+                cpus.len()
+            )));
+        }
+        Some(cpus)
+    } else {
+        None
+    };
     let pid = workloads::own_pid();
-    let timing = run_threads(calls, threads as usize, marker, number)?;
+    let timing = match &migration {
+        None => run_threads(calls, threads as usize, marker, number)?,
+        Some(cpus) => run_migrating(calls, threads as usize, cpus, number)?,
+    };
     let total_calls = calls * threads;
-    Ok(Report::new(NAME)
+    let mut report = Report::new(NAME)
         .field("calls", total_calls)
         .field("threads", threads)
         .float("avg_ns", average(timing.total_ns, total_calls), 1)
         .field("total_ns", timing.total_ns)
-        .field("wall_ns", timing.wall_ns)
-        .field("pid", pid))
+        .field("wall_ns", timing.wall_ns);
+    if let Some(cpus) = &migration {
+        report = report.field("cpus", cpus.len());
+    }
+    Ok(report.field("pid", pid))
 }
 
 /// Times of one run.
@@ -111,6 +141,76 @@ fn run_threads(
         total_ns: loop_times.iter().sum(),
         wall_ns: wall.elapsed_ns(),
     })
+}
+
+/// [`run_threads`] with every thread moving across `cpus` in lockstep (`--migrate`).
+fn run_migrating(
+    calls: u64,
+    threads: usize,
+    cpus: &[usize],
+    number: libc::c_long,
+) -> Result<Timing, Error> {
+    let chunk = calls / cpus.len() as u64;
+    let step = Barrier::new(threads);
+    let wall = Stopwatch::start();
+    let loop_times = run_workers(
+        NAME,
+        threads,
+        |index| -> Result<u64, Error> {
+            let (mut total_ns, mut failed) = (0, None);
+            for k in 0..cpus.len() {
+                if failed.is_none() {
+                    failed = pin_to(cpus[(index + k) % cpus.len()]).err();
+                }
+                // Every thread is on its new CPU before any makes a call there. A thread
+                // that could not move still takes every step, so none waits forever.
+                step.wait();
+                if failed.is_none() {
+                    total_ns += timed_loop(chunk, false, number);
+                }
+            }
+            failed.map_or(Ok(total_ns), Err)
+        },
+        || {},
+    )?;
+    let mut total_ns = 0;
+    for time in loop_times {
+        total_ns += time?;
+    }
+    Ok(Timing {
+        total_ns,
+        wall_ns: wall.elapsed_ns(),
+    })
+}
+
+/// The CPUs this process may run on, in order.
+fn allowed_cpus() -> Result<Vec<usize>, Error> {
+    // SAFETY: an all-zero cpu_set_t is a valid, empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a live cpu_set_t and the size passed is its own.
+    let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) };
+    if rc != 0 {
+        return Err(Error::last_os("sched_getaffinity"));
+    }
+    // SAFETY: CPU_ISSET only reads `set`, for indices below CPU_SETSIZE.
+    let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .collect();
+    Ok(cpus)
+}
+
+/// Pins the calling thread to `cpu`; the kernel moves it there before returning.
+fn pin_to(cpu: usize) -> Result<(), Error> {
+    // SAFETY: an all-zero cpu_set_t is a valid, empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `cpu` comes from `allowed_cpus`, so it is below CPU_SETSIZE.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: pid 0 is the calling thread; `set` is a live cpu_set_t of the size passed.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) };
+    if rc != 0 {
+        return Err(Error::last_os(&format!("sched_setaffinity to CPU {cpu}")));
+    }
+    Ok(())
 }
 
 /// Makes exactly `calls` system calls `number` (getpid or getppid); returns the loop's

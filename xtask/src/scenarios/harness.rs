@@ -129,19 +129,28 @@ impl Ctx {
     /// [`Ctx::run`] for a long script: the guest may take `at_least` (or the configured
     /// timeout, if longer) before it is killed as hung.
     pub fn run_with_timeout(&mut self, script: &str, at_least: Duration) -> Result<Guest> {
-        let qemu = QemuSetup::for_arch(self.arch);
-        self.launch(script, at_least, &qemu, Clock::Host, false)
+        self.launch(script, at_least, Ok)
     }
 
     /// [`Ctx::run`] with Debian sid's peers in the guest ([`VmRun::with_peers`]).
     pub fn run_with_peers(&mut self, script: &str) -> Result<Guest> {
-        let qemu = QemuSetup::for_arch(self.arch);
-        self.launch(script, self.timeout, &qemu, Clock::Host, true)
+        self.launch(script, self.timeout, VmRun::with_peers)
     }
 
     /// [`Ctx::run`] with another qemu (a stand-in).
     pub fn run_with_qemu(&mut self, script: &str, qemu: &QemuSetup) -> Result<Guest> {
-        self.launch(script, self.timeout, qemu, Clock::Host, false)
+        self.launch(script, self.timeout, |run| {
+            Ok(VmRun {
+                qemu: qemu.clone(),
+                ..run
+            })
+        })
+    }
+
+    /// [`Ctx::run`] on a guest with `cpus` virtual CPUs instead of 2 (each a host thread under
+    /// TCG: slower, but the kernel's per-CPU code paths are real).
+    pub fn run_on_cpus(&mut self, script: &str, cpus: u32) -> Result<Guest> {
+        self.launch(script, self.timeout, |run| Ok(VmRun { cpus, ..run }))
     }
 
     /// [`Ctx::run`] on qemu's instruction clock (TCG, `-icount shift=0,sleep=off`, one CPU:
@@ -152,33 +161,25 @@ impl Ctx {
     /// call 768–832 ns in 17 threads of a 6.1 guest, 1088–1184 ns in 7 others): a check that
     /// compares two durations measured apart needs this one.
     pub fn run_on_instruction_clock(&mut self, script: &str) -> Result<Guest> {
-        let qemu = QemuSetup::for_arch(self.arch);
-        self.launch(script, self.timeout, &qemu, Clock::Instructions, false)
+        self.launch(script, self.timeout, |run| Ok(run.on_instruction_clock()))
     }
 
+    /// Boots a guest for `script` with this context's kernel, architecture and output
+    /// directory, changed by `adjust`.
     fn launch(
         &mut self,
         script: &str,
         at_least: Duration,
-        qemu: &QemuSetup,
-        clock: Clock,
-        peers: bool,
+        adjust: impl FnOnce(VmRun) -> Result<VmRun>,
     ) -> Result<Guest> {
         self.runs += 1;
         let out_dir = self.out_root.join(format!("run{}", self.runs));
         fresh_dir(&out_dir)?;
-        let mut run = VmRun {
+        let run = adjust(VmRun {
             timeout: self.timeout.max(at_least),
             echo: self.echo,
             ..VmRun::new(self.kernel, script, out_dir).on(self.arch)
-        };
-        run.qemu = qemu.clone();
-        if clock == Clock::Instructions {
-            run = run.on_instruction_clock();
-        }
-        if peers {
-            run = run.with_peers()?;
-        }
+        })?;
         let outcome = vm::run(&run)?;
         self.last = Some(outcome.clone());
         Ok(Guest { outcome })
@@ -188,15 +189,6 @@ impl Ctx {
     pub fn last(&self) -> Option<&VmOutcome> {
         self.last.as_ref()
     }
-}
-
-/// What the guest's clock counts.
-#[derive(Clone, Copy, PartialEq)]
-enum Clock {
-    /// The host's time (qemu's default).
-    Host,
-    /// The guest's instructions (`-icount`): see [`Ctx::run_on_instruction_clock`].
-    Instructions,
 }
 
 /// A finished guest run, with assertions that explain themselves.

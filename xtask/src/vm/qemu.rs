@@ -58,7 +58,8 @@ pub(super) fn qemu_command(
     }
     let mut qemu = Command::new(&run.qemu.binary);
     qemu.args(["-nodefaults", "-display", "none", "-no-reboot"])
-        .args(["-m", &format!("{}M", run.memory_mb), "-smp", "2"])
+        .args(["-m", &format!("{}M", run.memory_mb)])
+        .args(["-smp", &run.cpus.to_string()])
         .args(arch.machine_args())
         .args(["-accel", if accel == Accel::Kvm { "kvm" } else { "tcg" }])
         .arg("-kernel")

@@ -79,6 +79,8 @@ pub struct VmRun {
     pub extra_layers: Vec<PathBuf>,
     /// Guest memory in MiB.
     pub memory_mb: u32,
+    /// Virtual CPUs (`-smp`).
+    pub cpus: u32,
     pub qemu: QemuSetup,
     /// Appended to the qemu command line as they are (e.g. the bench's `-plugin …`).
     pub extra_qemu_args: Vec<String>,
@@ -86,7 +88,7 @@ pub struct VmRun {
 
 impl VmRun {
     /// A run with the defaults: an x86_64 guest, 300 s timeout, no echo, `Accel::Auto`, 1 GiB,
-    /// no extra layers.
+    /// 2 CPUs, no extra layers.
     pub fn new(kernel: Kernel, script: impl Into<String>, out_dir: impl Into<PathBuf>) -> Self {
         Self {
             kernel,
@@ -100,6 +102,7 @@ impl VmRun {
             accel: Accel::Auto,
             extra_layers: Vec::new(),
             memory_mb: 1024,
+            cpus: 2,
             qemu: QemuSetup::default(),
             extra_qemu_args: Vec::new(),
         }
@@ -113,10 +116,8 @@ impl VmRun {
     pub fn on_instruction_clock(self) -> Self {
         Self {
             accel: Accel::Tcg,
-            // A later `-smp` overrides the default's.
-            extra_qemu_args: ["-icount", "shift=0,sleep=off", "-smp", "1"]
-                .map(String::from)
-                .to_vec(),
+            cpus: 1,
+            extra_qemu_args: ["-icount", "shift=0,sleep=off"].map(String::from).to_vec(),
             ..self
         }
     }
