@@ -249,6 +249,10 @@ pub enum Counter {
     /// the call returned on another CPU than it entered on (the events are per CPU), or an
     /// event was multiplexed out during it, or a read failed.
     PmuSkipped = 14,
+    /// Frames still open when their task exited (`sched_process_exit`): calls that never
+    /// return, like `do_exit` or a thread's `exit`, in flight rather than lost. Frame modes
+    /// only: in the session modes such a call stays an entry without a return.
+    ExitedInCall = 15,
 }
 
 /// Words of the kprobe.session programs' bitmap of traced thread groups: one bit for every
@@ -256,7 +260,7 @@ pub enum Counter {
 pub const TGID_BIT_WORDS: u32 = (4 * 1024 * 1024) / 64;
 
 /// Number of [`Counter`] slots.
-pub const NUM_COUNTERS: u32 = 15;
+pub const NUM_COUNTERS: u32 = 16;
 
 /// Most slowest calls kept per function (`--slowest N`, N up to this).
 pub const SLOWEST_MAX: u32 = 16;

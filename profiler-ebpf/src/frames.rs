@@ -577,8 +577,9 @@ pub(crate) fn on_switch(prev: TaskId, next: TaskId) {
     }
 }
 
-/// `task` is exiting (`sched_process_exit`, per thread): its open frames will never close, so
-/// they are counted as orphaned; then the store releases its frame stack.
+/// `task` is exiting (`sched_process_exit`, per thread): its open frames will never close
+/// (calls like `do_exit` never return), so they are counted as exited in their call; then the
+/// store releases its frame stack.
 #[inline(always)]
 pub(crate) fn on_exit(task: TaskId) {
     let Some(frames) = store::of(task) else {
@@ -588,7 +589,7 @@ pub(crate) fn on_exit(task: TaskId) {
     // aligned while the program runs; only its depth is read and cleared.
     let depth = u64::from(unsafe { (*frames).depth });
     if depth > 0 {
-        count(Counter::OrphanedFrames, depth);
+        count(Counter::ExitedInCall, depth);
         // Counted once: task storage lives until the task is reaped, and the stop-time
         // iterator still visits it meanwhile (a zombie).
         // SAFETY: as above.

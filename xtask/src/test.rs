@@ -17,11 +17,14 @@ use crate::fuzz;
 use crate::host;
 use crate::host_deb;
 use crate::kernels::{self, Kernel};
-use crate::scenarios::{Ctx, SCENARIOS, Scenario};
+use crate::scenarios::{Ctx, EXPORTER_SOAK, SCENARIOS, Scenario};
 use crate::setup;
 use crate::soak::SOAK;
 use crate::util::{cargo, fresh_dir, is_root, run, secs, target_dir};
 use crate::vm;
+
+/// The ten-minute scenarios, run only when asked for (`--soak`, or by name in `--only`).
+const SOAKS: [&Scenario; 2] = [&SOAK, &EXPORTER_SOAK];
 
 #[derive(Args)]
 pub struct TestArgs {
@@ -260,13 +263,13 @@ impl TestArgs {
         self.only.is_empty() || self.only.iter().any(|only| only == name || only == group)
     }
 
-    /// Whether the opt-in soak runs: asked for with `--soak`, or named in `--only`.
-    fn wants_soak(&self) -> bool {
+    /// Whether the opt-in `soak` runs: asked for with `--soak`, or named in `--only`.
+    fn wants_soak(&self, soak: &Scenario) -> bool {
         self.soak
             || self
                 .only
                 .iter()
-                .any(|only| only.split('@').next() == Some(SOAK.name))
+                .any(|only| only.split('@').next() == Some(soak.name))
     }
 
     /// The selected scenarios, each with a kernel it runs on.
@@ -274,10 +277,10 @@ impl TestArgs {
         if self.skip_vm {
             return Vec::new();
         }
-        let soak = self.wants_soak().then_some(&SOAK);
+        let soaks = SOAKS.into_iter().filter(|soak| self.wants_soak(soak));
         SCENARIOS
             .iter()
-            .chain(soak)
+            .chain(soaks)
             .flat_map(|scenario| {
                 scenario
                     .kernels
@@ -305,11 +308,13 @@ fn print_checks() {
             println!("{:<28} VM scenario", instance(scenario, *kernel));
         }
     }
-    for kernel in SOAK.kernels {
-        println!(
-            "{:<28} VM scenario, 10 minutes (opt-in: --soak)",
-            instance(&SOAK, *kernel)
-        );
+    for soak in SOAKS {
+        for kernel in soak.kernels {
+            println!(
+                "{:<28} VM scenario, 10 minutes (opt-in: --soak)",
+                instance(soak, *kernel)
+            );
+        }
     }
 }
 
@@ -451,7 +456,7 @@ fn instance(scenario: &Scenario, kernel: Kernel) -> String {
 fn known_check(name: &str) -> bool {
     HOST_CHECKS.iter().any(|check| check.name == name)
         || is_fuzz_check(name)
-        || SCENARIOS.iter().chain([&SOAK]).any(|scenario| {
+        || SCENARIOS.iter().chain(SOAKS).any(|scenario| {
             scenario.name == name
                 || scenario
                     .kernels

@@ -46,6 +46,7 @@ impl Losses {
             unmatched_returns,
             orphaned_frames,
             open_at_stop,
+            exited_in_call,
             slot_missing,
             kernel_missed,
             stacks_lost,
@@ -58,6 +59,7 @@ impl Losses {
         self.unmatched_returns += unmatched_returns;
         self.orphaned_frames += orphaned_frames;
         self.open_at_stop += open_at_stop;
+        self.exited_in_call += exited_in_call;
         self.slot_missing += slot_missing;
         self.kernel_missed += kernel_missed;
         self.stacks_lost += stacks_lost;

@@ -345,6 +345,11 @@ pub struct Losses {
     pub orphaned_frames: u64,
     /// Calls still open when hotprof stopped.
     pub open_at_stop: u64,
+    /// Calls still open when their task exited: they never return (`do_exit`, a thread's
+    /// `exit`), so they are in flight, not lost. Frame modes; the session modes count them
+    /// in `open_at_stop`.
+    #[serde(default)]
+    pub exited_in_call: u64,
     /// Internal map slot lookups that failed (should be 0).
     pub slot_missing: u64,
     /// Kernel-reported misses: kretprobe `nmissed` and BPF recursion misses, where readable.

@@ -112,6 +112,7 @@ impl Snapshot {
             unmatched_returns: self.counter(Counter::UnmatchedReturn),
             orphaned_frames: self.counter(Counter::OrphanedFrames),
             open_at_stop: self.open_frames,
+            exited_in_call: self.counter(Counter::ExitedInCall),
             slot_missing: self.counter(Counter::SlotMissing),
             kernel_missed: 0,
             stacks_lost: self.counter(Counter::StackLost),

@@ -522,6 +522,10 @@ pub fn render_losses(losses: &Losses) -> String {
             losses.open_at_stop,
             "calls still in flight at stop (not timed)",
         ),
+        (
+            losses.exited_in_call,
+            "calls their task exited inside (they never return, e.g. do_exit; not timed)",
+        ),
     ];
     let present: Vec<String> = items
         .iter()

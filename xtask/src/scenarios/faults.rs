@@ -1,9 +1,11 @@
 //! Faults while attached (issue #34): the machine changes under hotprof and its promises
 //! (exact counts, counted losses, nothing left in the kernel) still hold.
 
+use std::time::Duration;
+
 use anyhow::{Context, Result, ensure};
 
-use super::harness::{Ctx, Report};
+use super::harness::{Ctx, Fields, Guest, Report, key_rows};
 
 /// getpid calls per phase.
 const CALLS: u64 = 5_000;
@@ -88,6 +90,316 @@ fn check_phases(report: &Report, file: &str, name: &str) -> Result<()> {
         on("1"),
         on("0"),
         2 * CALLS
+    );
+    Ok(())
+}
+
+/// Virtual CPUs of the many-CPU guest.
+const MANY_CPUS: u32 = 8;
+/// getpid calls per thread in the many-CPU guest: one chunk of `CALLS / MANY_CPUS` per CPU.
+const CALLS_PER_THREAD: u64 = 8_000;
+/// fstat calls per `stat_loop` process (one per CPU) in the many-CPU guest.
+const STATS: u64 = 2_000;
+
+/// Many CPUs: an 8-vCPU guest, 8 threads each making [`CALLS_PER_THREAD`] getpid calls while
+/// moving across all 8 CPUs in lockstep (`syscall_lat --migrate`: every CPU sees exactly 8,000
+/// of the 64,000 calls). Exact in fentry, the three kprobe mechanisms (session, multi, perf),
+/// fsession on 7.x and `--syscall`, each CPU's `--by cpu` slot exact (the session mechanisms
+/// keep no keys: total only); call-site mode exact with one `stat_loop` pinned to each CPU;
+/// `--slowest` merged across CPUs: one sleeper per CPU, the three slowest calls are the three
+/// longest sleepers', slowest first.
+pub(super) fn many_cpus_exact(ctx: &mut Ctx) -> Result<()> {
+    let getpid = format!("syscall_lat {CALLS_PER_THREAD} --threads {MANY_CPUS} --migrate");
+    let each_cpu = |command: &str| {
+        format!(
+            "sh -c 'for c in $(seq 0 {}); do taskset $(printf %x $((1 << c))) {command} & done; wait'",
+            MANY_CPUS - 1
+        )
+    };
+    // (run, hotprof's options before `--`, workload, function, mode, calls on each CPU)
+    let mut runs = vec![
+        (
+            "fentry",
+            "--fn __do_sys_getpid --mode fentry --by cpu",
+            getpid.clone(),
+            "__do_sys_getpid",
+            None,
+            CALLS_PER_THREAD,
+        ),
+        (
+            "session",
+            "--fn __do_sys_getpid --mode kprobe",
+            getpid.clone(),
+            "__do_sys_getpid",
+            Some("kprobe.session"),
+            CALLS_PER_THREAD,
+        ),
+        (
+            "multi",
+            "--fn __do_sys_getpid --mode kprobe --no-kprobe-session --by cpu",
+            getpid.clone(),
+            "__do_sys_getpid",
+            Some("kprobe.multi"),
+            CALLS_PER_THREAD,
+        ),
+        (
+            "perf",
+            "--fn __do_sys_getpid --mode kprobe --no-kprobe-multi --by cpu",
+            getpid.clone(),
+            "__do_sys_getpid",
+            Some("kprobe"),
+            CALLS_PER_THREAD,
+        ),
+        (
+            "syscall",
+            "--syscall getpid --by cpu",
+            getpid.clone(),
+            "getpid",
+            None,
+            CALLS_PER_THREAD,
+        ),
+        // Each stat_loop makes one more fstat than asked (see its --help).
+        (
+            "callsite",
+            "--fn _copy_to_user --callers 'cp_new_stat*' --comm stat_loop --by cpu",
+            each_cpu(&format!("stat_loop {STATS} /tmp")),
+            "_copy_to_user",
+            None,
+            STATS + 1,
+        ),
+    ];
+    if super::kprobe_session::has_fsession(ctx.kernel()) {
+        runs.push((
+            "fsession",
+            "--fn __do_sys_getpid --mode fentry",
+            getpid.clone(),
+            "__do_sys_getpid",
+            Some("fsession"),
+            CALLS_PER_THREAD,
+        ));
+    }
+    // CPU c sleeps (c + 1) * 50 ms: 50 ms apart, far more than a wake-up's delay.
+    let sleeps = each_cpu("sleeper 1 $(( (c + 1) * 50000 ))");
+    let mut script = format!(
+        r#"echo "cpus=$(nproc)"
+run() {{ name=$1; shift; hotprof --no-calibrate --json /out/$name.json "$@" > /out/$name.txt 2>&1; echo "$name rc=$?"; }}
+run slowest --fn do_nanosleep --comm sleeper --slowest 3 -- {sleeps}
+grep -h "^sleeper: " /out/slowest.txt
+"#
+    );
+    for (run, options, workload, ..) in &runs {
+        script += &format!("run {run} {options} -- {workload}\n");
+    }
+    script += "hotprof status > /dev/null; echo \"status_after=$?\"\n";
+    let guest = ctx.run_on_cpus(&script, MANY_CPUS)?;
+    guest.expect_exit(0)?;
+    ensure!(
+        !guest
+            .lines_containing(&format!("cpus={MANY_CPUS}"))
+            .is_empty(),
+        "the guest did not bring up {MANY_CPUS} CPUs: {:?}",
+        guest.lines_containing("cpus=")
+    );
+    for run in runs.iter().map(|run| run.0).chain(["slowest"]) {
+        ensure!(
+            !guest.lines_containing(&format!("{run} rc=0")).is_empty(),
+            "hotprof {run} failed: {:?}",
+            guest.lines_containing(&format!("{run} rc="))
+        );
+    }
+    ensure!(
+        !guest.lines_containing("status_after=0").is_empty(),
+        "hotprof status found something left after the runs"
+    );
+    for (run, options, _, function, mode, per_cpu) in &runs {
+        let report = guest.report(&format!("{run}.json"))?;
+        if let Some(mode) = mode {
+            ensure!(
+                report.json["mode"] == *mode,
+                "{run}: mode {}, want {mode}",
+                report.json["mode"]
+            );
+        }
+        check_every_cpu(
+            &report,
+            run,
+            function,
+            *per_cpu,
+            options.contains("--by cpu"),
+        )?;
+    }
+    check_slowest_across_cpus(&guest)
+}
+
+/// `name` counted `per_cpu` times on each of the [`MANY_CPUS`] CPUs (per CPU when keyed
+/// `by_cpu`, else in total), no loss.
+fn check_every_cpu(
+    report: &Report,
+    run: &str,
+    name: &str,
+    per_cpu: u64,
+    by_cpu: bool,
+) -> Result<()> {
+    let want = per_cpu * u64::from(MANY_CPUS);
+    let count = report.function(name)?.u64("count")?;
+    ensure!(count == want, "{run}: {count} {name} calls, want {want}");
+    let losses = super::kprobe_session::nonzero_losses(report);
+    ensure!(losses.is_empty(), "{run}: losses {losses:?}");
+    if !by_cpu {
+        return Ok(());
+    }
+    let rows = key_rows(report, name)?;
+    let mut cpus: Vec<(String, u64)> = rows
+        .into_iter()
+        .map(|(key, calls)| (key.join(","), calls))
+        .collect();
+    cpus.sort();
+    let want_rows: Vec<(String, u64)> = (0..MANY_CPUS)
+        .map(|cpu| (cpu.to_string(), per_cpu))
+        .collect();
+    ensure!(
+        cpus == want_rows,
+        "{run}: {name} per CPU {cpus:?}, want {per_cpu} on each of CPUs 0-{}",
+        MANY_CPUS - 1
+    );
+    Ok(())
+}
+
+/// The three slowest do_nanosleep calls are the three longest sleepers' (each on its own
+/// CPU), slowest first, each as long as that sleeper measured within 10 %.
+fn check_slowest_across_cpus(guest: &Guest) -> Result<()> {
+    let mut sleepers: Vec<(u64, u64)> = guest
+        .lines_containing("sleeper: count=1 ")
+        .into_iter()
+        .filter(|line| line.starts_with("sleeper: "))
+        .map(|line| {
+            let fields = Fields::parse("sleeper", line.trim_start_matches("sleeper:"));
+            Ok((fields.u64("max_ns")?, fields.u64("pid")?))
+        })
+        .collect::<Result<_>>()?;
+    ensure!(
+        sleepers.len() == MANY_CPUS as usize,
+        "want {MANY_CPUS} sleepers' results, got {}",
+        sleepers.len()
+    );
+    sleepers.sort_unstable_by(|a, b| b.cmp(a));
+    let report = guest.report("slowest.json")?;
+    let slowest = report.json["functions"][0]["slowest"]
+        .as_array()
+        .context("no slowest calls in the report")?;
+    ensure!(
+        slowest.len() == 3,
+        "want 3 slowest calls, got {}",
+        slowest.len()
+    );
+    for (call, (slept, pid)) in slowest.iter().zip(&sleepers) {
+        let duration = call["duration_ns"].as_u64().unwrap_or(0);
+        ensure!(
+            call["pid"].as_u64() == Some(*pid) && duration.abs_diff(*slept) * 10 <= *slept,
+            "slowest {call} is not the sleeper of pid {pid} that slept {slept} ns \
+             (sleepers, longest first: {sleepers:?})"
+        );
+    }
+    Ok(())
+}
+
+/// Processes and threads of the followed storm, each making [`STORM_CALLS`] getpid calls.
+const STORM_PROCESSES: u64 = 10_000;
+const STORM_THREADS: u64 = 10_000;
+/// Processes and threads of the system-wide storm.
+const WIDE_STORM: u64 = 2_000;
+const STORM_CALLS: u64 = 2;
+/// Every tenth child execs (fork, exec, exit).
+const STORM_EXEC_EVERY: u64 = 10;
+/// Tasks `storm` keeps alive at once (its `IN_FLIGHT`), and its own.
+const STORM_ALIVE: u64 = 16 + 1;
+/// Processes and threads that end inside a probed `do_exit`.
+const EXITS: u64 = 200;
+
+/// Process storms: 10,000 short-lived processes (every tenth exec'd) and 10,000 threads,
+/// each making 2 getpid calls, followed as `-- storm`, then 2,000 of each system-wide
+/// (`--comm storm`, stopped by SIGINT): getpid exact, no loss, and the per-task state (task
+/// storage, the hash map on 5.10) never holding more than the tasks alive at once and back
+/// to none at the end. Then tasks that end inside a probed call: every task exits through
+/// `do_exit`, which never returns: 401 calls counted as exited in their call, none lost.
+pub(super) fn process_storm_exact(ctx: &mut Ctx) -> Result<()> {
+    let storm = |processes: u64, threads: u64, calls: u64| {
+        format!("storm {processes} {threads} {calls} --exec-every {STORM_EXEC_EVERY}")
+    };
+    let (tree, wide) = (
+        storm(STORM_PROCESSES, STORM_THREADS, STORM_CALLS),
+        storm(WIDE_STORM, WIDE_STORM, STORM_CALLS),
+    );
+    let exits = storm(EXITS, EXITS, 0);
+    let probes = "--fn __do_sys_getpid --interval 1s --no-calibrate";
+    let guest = ctx.run_with_timeout(
+        &format!(
+            r#"hotprof {probes} --json /out/tree.json -- {tree} > /out/tree.txt 2>&1
+echo "tree_rc=$?"
+hotprof {probes} --comm storm --json /out/wide.json > /out/wide.txt 2>&1 &
+hp=$!
+for i in $(seq 1 120); do grep -q attached /out/wide.txt && break; sleep 1; done
+{wide}
+sleep 2
+kill -INT $hp
+wait $hp
+echo "wide_rc=$?"
+hotprof --fn do_exit --mode kprobe --no-calibrate --json /out/exits.json -- {exits} > /out/exits.txt 2>&1
+echo "exits_rc=$?"
+grep -h "^storm: \|^losses\|attached" /out/tree.txt /out/wide.txt /out/exits.txt
+hotprof status > /dev/null; echo "status_after=$?"
+"#
+        ),
+        Duration::from_secs(600),
+    )?;
+    guest.expect_exit(0)?;
+    for line in ["tree_rc=0", "wide_rc=0", "exits_rc=0", "status_after=0"] {
+        ensure!(
+            !guest.lines_containing(line).is_empty(),
+            "want {line}: {:?}",
+            guest.lines_containing(line.split('=').next().unwrap_or(line))
+        );
+    }
+    for (file, tasks) in [
+        ("tree.json", STORM_PROCESSES + STORM_THREADS),
+        ("wide.json", 2 * WIDE_STORM),
+    ] {
+        let report = guest.report(file)?;
+        let calls = report.function("__do_sys_getpid")?.u64("count")?;
+        ensure!(
+            calls == tasks * STORM_CALLS,
+            "{file}: {calls} getpid calls, want {}",
+            tasks * STORM_CALLS
+        );
+        let losses = super::kprobe_session::nonzero_losses(&report);
+        ensure!(losses.is_empty(), "{file}: losses {losses:?}");
+        let entries: Vec<u64> = report.json["intervals"]
+            .as_array()
+            .context("no intervals")?
+            .iter()
+            .map(|interval| interval["task_entries"].as_u64().unwrap_or(u64::MAX))
+            .collect();
+        ensure!(
+            entries.len() >= 2
+                && entries.last() == Some(&0)
+                && entries.iter().all(|&n| n <= STORM_ALIVE),
+            "{file}: per-task state entries by interval {entries:?}: want at most {STORM_ALIVE} \
+             (the tasks alive at once) and none at the end"
+        );
+    }
+    let report = guest.report("exits.json")?;
+    let exited = report.json["losses"]["exited_in_call"]
+        .as_u64()
+        .unwrap_or(0);
+    let lost: Vec<String> = super::kprobe_session::nonzero_losses(&report)
+        .into_iter()
+        .filter(|loss| !loss.starts_with("exited_in_call="))
+        .collect();
+    ensure!(
+        exited == 2 * EXITS + 1 && lost.is_empty(),
+        "exits.json: {exited} calls exited in, want {} (every task's do_exit, storm's own \
+         included), and losses {lost:?}, want none",
+        2 * EXITS + 1
     );
     Ok(())
 }

@@ -12,7 +12,7 @@ const CALLS: u64 = 5_000;
 
 /// Writes `traceable_F=0|1` for getpid's two kernel functions: which ones ftrace lists (the
 /// link takes only those; `__x64_sys_getpid` is not listed on 6.12).
-const TRACEABLE: &str = r#"T=/sys/kernel/tracing
+pub(super) const TRACEABLE: &str = r#"T=/sys/kernel/tracing
 for f in __x64_sys_getpid __do_sys_getpid; do echo "traceable_$f=$(grep -c "^$f\$" $T/available_filter_functions)"; done
 "#;
 

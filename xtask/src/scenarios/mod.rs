@@ -18,6 +18,7 @@ use anyhow::Result;
 use crate::arch::Arch;
 use crate::kernels::Kernel;
 
+pub use exporter::EXPORTER_SOAK;
 pub use harness::Ctx;
 
 mod arm64;
@@ -28,6 +29,7 @@ mod cli;
 mod doc_examples;
 mod doctor;
 mod exact_counts;
+mod exporter;
 mod fallbacks;
 mod faults;
 pub mod harness;
@@ -239,6 +241,24 @@ pub const SCENARIOS: &[Scenario] = &[
         arch: Arch::X86_64,
         kernels: &[Kernel::V6_12, Kernel::V7],
         run: faults::cpu_hotplug_exact,
+    },
+    Scenario {
+        name: "many_cpus_exact",
+        arch: Arch::X86_64,
+        kernels: &[Kernel::V6_12, Kernel::V7],
+        run: faults::many_cpus_exact,
+    },
+    Scenario {
+        name: "process_storm_exact",
+        arch: Arch::X86_64,
+        kernels: &[Kernel::V6_12, Kernel::V7, Kernel::V5_10],
+        run: faults::process_storm_exact,
+    },
+    Scenario {
+        name: "busy_exporter",
+        arch: Arch::X86_64,
+        kernels: &[Kernel::V6_12, Kernel::V7],
+        run: exporter::busy_exporter,
     },
     Scenario {
         name: "peers_side_by_side",

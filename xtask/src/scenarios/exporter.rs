@@ -1,0 +1,155 @@
+//! A busy exporter (issue #34): `hotprof serve` with 200 functions, scraped 20 times a second
+//! by a bounded load loop on loopback (`scrape`, in the guest) while a workload of known calls
+//! runs. One minute in the suite; ten minutes opt-in ([`EXPORTER_SOAK`], `--soak`).
+
+use std::time::Duration;
+
+use anyhow::{Result, ensure};
+
+use super::Scenario;
+use super::harness::{Ctx, Fields, Guest};
+use super::kprobe_multi::TRACEABLE;
+use crate::arch::Arch;
+use crate::kernels::Kernel;
+
+/// Scrapes started per second.
+const RATE: u64 = 20;
+/// getpid calls per `syscall_lat` the loop runs while the scrapes go on.
+const CALLS: u64 = 20_000;
+/// Most the exporter's resident memory may move after the warm-up, in percent.
+const RSS_DRIFT_PERCENT: u64 = 5;
+
+/// The ten-minute run, opt-in with the soak.
+pub const EXPORTER_SOAK: Scenario = Scenario {
+    name: "exporter_soak",
+    arch: Arch::X86_64,
+    kernels: &[Kernel::V6_12],
+    run: exporter_soak,
+};
+
+/// 6.12, 7.x: [`busy_exporter_for`] one minute.
+pub(super) fn busy_exporter(ctx: &mut Ctx) -> Result<()> {
+    busy_exporter_for(ctx, Duration::from_secs(60))
+}
+
+fn exporter_soak(ctx: &mut Ctx) -> Result<()> {
+    busy_exporter_for(ctx, Duration::from_secs(600))
+}
+
+/// `hotprof serve` on `__do_sys_getpid` and 199 cold functions (kprobe.multi), `--comm
+/// syscall_lat-0` (the workload's calling thread), scraped [`RATE`] times a second for `length` while `syscall_lat` loops: no
+/// scrape fails; the getpid count never goes down from one scrape to the next; a final scrape
+/// and the exit `--json` both hold exactly the calls the loop made; the exporter's RSS moves no
+/// more than [`RSS_DRIFT_PERCENT`] after the first tenth; the scrape latency is printed. Then
+/// SIGHUP while a scrape is in flight: exit 0, nothing left; and SIGTERM the same, on a
+/// second exporter.
+fn busy_exporter_for(ctx: &mut Ctx, length: Duration) -> Result<()> {
+    let seconds = length.as_secs();
+    let series = r#"hotprof_function_latency_seconds_count{function="__do_sys_getpid""#;
+    let serve = "hotprof serve --listen 127.0.0.1:9435 --fn __do_sys_getpid \
+                 $(sed 's/^/--fn /' /tmp/cold) --mode kprobe --comm syscall_lat-0 --no-calibrate";
+    let guest = ctx.run_with_timeout(
+        &format!(
+            r#"{TRACEABLE}
+ip link set lo up
+awk '{{print $1}}' $T/available_filter_functions | grep -v '\.' | sort | uniq -u > /tmp/traceable
+awk '{{print $2}}' /sys/kernel/debug/kprobes/blacklist | sort -u > /tmp/blacklist
+grep -E '^(acpi|pci|input|rtc|dmi|efi|thermal|cpufreq)_' /tmp/traceable | grep -vxF -f /tmp/blacklist | head -n 199 > /tmp/cold
+echo "functions=$(( $(grep -c . /tmp/cold) + 1 ))"
+ready() {{ for i in $(seq 1 120); do grep -q attached $1 && return; sleep 1; done; }}
+{serve} --json /out/serve.json > /out/serve.txt 2>&1 &
+hp=$!
+ready /out/serve.txt
+scrape http://127.0.0.1:9435/metrics {RATE} {seconds} --series '{series}' --watch $hp > /out/scrape.txt 2>&1 &
+sc=$!
+loops=0
+while kill -0 $sc 2> /dev/null; do syscall_lat {CALLS} > /dev/null; loops=$((loops + 1)); done
+echo "loops=$loops"
+cat /out/scrape.txt
+wget -qO /out/final.txt http://127.0.0.1:9435/metrics; echo "final_rc=$?"
+grep -F '{series}' /out/final.txt | head -n 1
+(wget -qO /dev/null http://127.0.0.1:9435/metrics &) ; kill -HUP $hp; wait $hp; echo "hup_rc=$?"
+hotprof status > /dev/null; echo "after_hup=$?"
+{serve} > /out/serve2.txt 2>&1 &
+hp=$!
+ready /out/serve2.txt
+(wget -qO /dev/null http://127.0.0.1:9435/metrics &) ; kill -TERM $hp; wait $hp; echo "term_rc=$?"
+hotprof status > /dev/null; echo "after_term=$?"
+"#
+        ),
+        length + Duration::from_secs(300),
+    )?;
+    guest.expect_exit(0)?;
+    for line in [
+        "functions=200",
+        "final_rc=0",
+        "hup_rc=0",
+        "after_hup=0",
+        "term_rc=0",
+        "after_term=0",
+    ] {
+        ensure!(
+            !guest.lines_containing(line).is_empty(),
+            "want {line}: {:?}",
+            guest.lines_containing(line.split('=').next().unwrap_or(line))
+        );
+    }
+    let scrape = guest.workload("scrape")?;
+    let made = CALLS * loops(&guest)?;
+    let (scrapes, errors, decreases) = (
+        scrape.u64("scrapes")?,
+        scrape.u64("errors")?,
+        scrape.u64("decreases")?,
+    );
+    println!(
+        "  {scrapes} scrapes in {seconds} s: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; RSS \
+         {}–{} kB after the warm-up; {made} getpid calls",
+        ms(&scrape, "p50_ns")?,
+        ms(&scrape, "p99_ns")?,
+        ms(&scrape, "max_ns")?,
+        scrape.u64("rss_min_kb")?,
+        scrape.u64("rss_max_kb")?,
+    );
+    ensure!(
+        errors == 0 && decreases == 0,
+        "{errors} scrapes failed and the getpid count went down {decreases} times"
+    );
+    // Bounded at RATE a second: at least half of them, or the exporter fell far behind.
+    ensure!(
+        scrapes * 2 >= RATE * seconds,
+        "{scrapes} scrapes in {seconds} s at {RATE} a second"
+    );
+    let (low, high) = (scrape.u64("rss_min_kb")?, scrape.u64("rss_max_kb")?);
+    ensure!(
+        low > 0 && (high - low) * 100 <= low * RSS_DRIFT_PERCENT,
+        "the exporter's RSS moved from {low} to {high} kB after the warm-up (more than \
+         {RSS_DRIFT_PERCENT} %)"
+    );
+    let final_count = guest
+        .lines_containing(series)
+        .iter()
+        .find_map(|line| line.trim().rsplit(' ').next()?.parse::<u64>().ok());
+    ensure!(
+        final_count == Some(made),
+        "the final scrape counted {final_count:?} getpid calls, the loop made {made}"
+    );
+    let recorded = guest
+        .report("serve.json")?
+        .function("__do_sys_getpid")?
+        .u64("count")?;
+    ensure!(
+        recorded == made,
+        "the exit --json counted {recorded} getpid calls, the loop made {made}"
+    );
+    Ok(())
+}
+
+fn loops(guest: &Guest) -> Result<u64> {
+    let lines = guest.lines_containing("loops=");
+    let line = lines.first().map(|l| l.trim()).unwrap_or_default();
+    Ok(line.trim_start_matches("loops=").parse()?)
+}
+
+fn ms(fields: &Fields, key: &str) -> Result<f64> {
+    Ok(fields.u64(key)? as f64 / 1e6)
+}
