@@ -206,10 +206,7 @@ mod tests {
         assert_eq!(negotiate(Some("*/*")), TEXT);
         assert_eq!(negotiate(Some("text/plain")), TEXT);
         assert_eq!(negotiate(Some(PROMETHEUS_2_ACCEPT)), OPENMETRICS);
-        assert_eq!(
-            negotiate(Some("application/openmetrics-text")),
-            OPENMETRICS
-        );
+        assert_eq!(negotiate(Some("application/openmetrics-text")), OPENMETRICS);
         // Only a version we do not write: fall back to the 0.0.4 text.
         assert_eq!(
             negotiate(Some("application/openmetrics-text;version=0.0.1")),
@@ -228,10 +225,7 @@ mod tests {
             )),
             OPENMETRICS
         );
-        assert_eq!(
-            negotiate(Some("application/openmetrics-text;q=0")),
-            TEXT
-        );
+        assert_eq!(negotiate(Some("application/openmetrics-text;q=0")), TEXT);
         assert_eq!(negotiate(Some("garbage;;;=,")), TEXT);
         assert_eq!(
             negotiate(Some(PROMETHEUS_2_NATIVE_HISTOGRAMS_ACCEPT)),
