@@ -455,10 +455,11 @@ pub fn prometheus_serve() -> Result<()> {
 
 /// [`prometheus_serve`] with Prometheus started with `--enable-feature=native-histograms`,
 /// so it asks for the protobuf exposition and stores native histograms: every stored
-/// `histogram_count` grows and ends at exactly N, the last stored histogram has exactly
-/// hotprof's buckets (each hotprof bucket's count, from the `--json`, alone in the native
-/// bucket holding its upper edge: nothing merged, lost or moved), and
-/// `histogram_quantile(0.99, …)` is within one hotprof bucket's width of hotprof's own p99.
+/// `histogram_count` grows and ends at exactly N, `histogram_sum` is hotprof's sum, the
+/// last stored histogram has exactly hotprof's buckets (each hotprof bucket's count, from
+/// the `--json`, alone in the native bucket holding its upper edge: nothing merged, lost or
+/// moved), and `histogram_quantile(0.99, …)` is within one hotprof bucket's width of
+/// hotprof's own p99.
 pub fn prometheus_native_histograms() -> Result<()> {
     scraped_by_prometheus(Scrape::Native)
 }
@@ -628,9 +629,10 @@ fn scraped_by_prometheus(scrape: Scrape) -> Result<()> {
             Scrape::Native => format!("histogram_quantile(0.99, {series})"),
         },
     );
-    let (counts_seen, last_histogram) = match scrape {
+    let (counts_seen, last_histogram, native_sum) = match scrape {
         Scrape::Classic => (
             prometheus_samples(web_port, &format!("{count_query}[5m]")),
+            None,
             None,
         ),
         Scrape::Native => {
@@ -639,7 +641,8 @@ fn scraped_by_prometheus(scrape: Scrape) -> Result<()> {
                 .iter()
                 .filter_map(|h| h["count"].as_str()?.parse().ok())
                 .collect();
-            (counts, stored.last().cloned())
+            let sum = prometheus_query(web_port, &format!("histogram_sum({series})"));
+            (counts, stored.last().cloned(), sum.first().copied())
         }
     };
 
@@ -733,6 +736,14 @@ fn scraped_by_prometheus(scrape: Scrape) -> Result<()> {
                 .find(|[lower, upper, _]| (*lower..=*upper).contains(&p99_ns))
                 .context("hotprof's p99 is in none of its buckets")?;
             let width = (upper - lower + 1) as f64;
+            let sum_ns = function["sum_ns"]
+                .as_f64()
+                .context("no sum_ns in the JSON")?;
+            let stored_sum_ns = native_sum.context("histogram_sum(…) is empty")? * 1e9;
+            ensure!(
+                (stored_sum_ns - sum_ns).abs() <= sum_ns * 1e-12,
+                "Prometheus's histogram_sum is {stored_sum_ns} ns, hotprof's sum {sum_ns} ns"
+            );
             println!(
                 "  workload {:.1} s; Prometheus stored histogram_count {counts_seen:?} ({mid_run} mid-run) and the {matched} native buckets of hotprof's {} buckets; histogram_quantile(0.99) {estimate_ns:.1} ns; hotprof p99 {p99_ns} ns (its bucket [{lower}, {upper}], {width} ns wide)",
                 wall_ns / 1e9,

@@ -1,7 +1,8 @@
 //! A recording as Prometheus metrics, for a scrape endpoint or the node exporter's textfile
 //! collector.
 //!
-//! Two encodings of the same metric families, chosen with [`Format`]:
+//! Two text encodings of the same metric families, chosen with [`Format`] (and a third,
+//! [`protobuf`], which also carries the latency histogram as a native histogram):
 //! - [`Format::Prometheus`]: the Prometheus text exposition format 0.0.4
 //!   (`text/plain; version=0.0.4`), what `promtool check metrics`, the node exporter's
 //!   textfile collector and every Prometheus-compatible scraper read.

@@ -29,9 +29,8 @@
 //!   (`histogram_count` is the exact call count, `histogram_sum` the exact sum);
 //! - the native bucket's upper bound is at most 0.27% above the hotprof upper edge, so
 //!   Prometheus's cumulative count at it is hotprof's exact count of calls `≤` that edge,
-//!   and `histogram_quantile` lands at the top of hotprof's bucket: never below the true
-//!   value, at most one hotprof bucket above it (hotprof's own quantiles are the bucket's
-//!   midpoint);
+//!   and `histogram_quantile` lands at the top of hotprof's bucket (within 0.27%), so
+//!   within one hotprof bucket of hotprof's own quantiles (the bucket's midpoint);
 //! - exact: the 0 ns bucket goes to the zero bucket (threshold 2^−128 s, client_golang's
 //!   default, which also marks a histogram without calls as native for Prometheus 2.x);
 //! - not kept (by hotprof either): where in its bucket a call lay.
