@@ -198,7 +198,7 @@ pub fn families(recording: &Recording) -> Vec<MetricFamily> {
     };
 
     let mut families = vec![
-        family(
+        metric_family(
             &RECORDING,
             vec![Metric {
                 label: label_pairs(&[
@@ -209,13 +209,13 @@ pub fn families(recording: &Recording) -> Vec<MetricFamily> {
                 ..gauge(1.0)
             }],
         ),
-        family(&DURATION, vec![gauge(seconds(recording.duration_ns))]),
-        family(&LATENCY, per_function(&latency)),
-        family(
+        metric_family(&DURATION, vec![gauge(seconds(recording.duration_ns))]),
+        metric_family(&LATENCY, per_function(&latency)),
+        metric_family(
             &SELF_TIME,
             per_function(&|s| counter(seconds(s.self_sum_ns))),
         ),
-        family(
+        metric_family(
             &BELOW_MIN_LATENCY,
             per_function(&|s| counter(s.below_min_latency as f64)),
         ),
@@ -240,7 +240,7 @@ pub fn families(recording: &Recording) -> Vec<MetricFamily> {
             |s| &s.keys,
         ));
     }
-    families.push(family(
+    families.push(metric_family(
         &LOSSES,
         loss_fields(recording)
             .into_iter()
@@ -254,7 +254,7 @@ pub fn families(recording: &Recording) -> Vec<MetricFamily> {
         .probe_overhead_ns
         .filter(|v| v.is_finite() && *v >= 0.0)
     {
-        families.push(family(&PROBE_OVERHEAD, vec![gauge(overhead / 1e9)]));
+        families.push(metric_family(&PROBE_OVERHEAD, vec![gauge(overhead / 1e9)]));
     }
     families
 }
@@ -395,7 +395,7 @@ fn breakdown<'r, 'a>(
 }
 
 /// A family with `family`'s name as a protobuf scrape reads it, type and help.
-fn family(family: &Family, metric: Vec<Metric>) -> MetricFamily {
+fn metric_family(family: &Family, metric: Vec<Metric>) -> MetricFamily {
     let (name, r#type) = match family.kind {
         Kind::Counter => (format!("{}_total", family.name), MetricType::Counter),
         Kind::Gauge => (family.name.to_string(), MetricType::Gauge),
