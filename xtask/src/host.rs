@@ -382,6 +382,59 @@ fn prometheus_samples(port: u16, promql: &str) -> Vec<f64> {
         .collect()
 }
 
+/// Every stored native histogram of a range-vector query (`metric[2m]`) of one series,
+/// oldest first: `{"count", "sum", "buckets": [[rule, left, right, count], …]}` (strings).
+fn prometheus_histograms(port: u16, promql: &str) -> Vec<serde_json::Value> {
+    prometheus_results(port, promql)
+        .first()
+        .and_then(|r| r["histograms"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .map(|h| h[1].clone())
+        .collect()
+}
+
+/// Checks a native histogram as Prometheus's API returns it against hotprof's
+/// `[lower_ns, upper_ns, count]` buckets: each non-empty stored bucket (`left` to `right`)
+/// holds exactly one hotprof bucket, the one whose upper edge lies in it, with its count,
+/// and there are as many as hotprof has. Returns that number.
+fn native_buckets_match(histogram: &serde_json::Value, buckets: &[[u64; 3]]) -> Result<usize> {
+    let stored = histogram["buckets"]
+        .as_array()
+        .context("Prometheus's histogram has no buckets")?;
+    let mut matched = 0;
+    for bucket in stored {
+        let field = |i: usize| -> Result<f64> {
+            bucket[i]
+                .as_str()
+                .and_then(|v| v.parse().ok())
+                .with_context(|| format!("unreadable bucket {bucket}"))
+        };
+        let (left, right, count) = (field(1)?, field(2)?, field(3)?);
+        if count == 0.0 {
+            continue;
+        }
+        let inside: Vec<&[u64; 3]> = buckets
+            .iter()
+            .filter(|b| {
+                let upper = b[1] as f64 / 1e9;
+                left < upper && upper <= right
+            })
+            .collect();
+        ensure!(
+            inside.len() == 1 && inside[0][2] as f64 == count,
+            "Prometheus's bucket ({left}, {right}] holds {count} calls; the hotprof buckets with their upper edge in it: {inside:?}"
+        );
+        matched += 1;
+    }
+    ensure!(
+        matched == buckets.len(),
+        "Prometheus stored {matched} native buckets, hotprof has {}",
+        buckets.len()
+    );
+    Ok(matched)
+}
+
 /// Index of the exported `le` bucket holding `ns`: the first boundary `2^k − 1 ≥ ns`
 /// (k ≥ 6), as in hotprof-model/src/export/prometheus.rs.
 fn le_slot(ns: f64) -> u32 {
@@ -397,6 +450,30 @@ fn le_slot(ns: f64) -> u32 {
 /// within one exported bucket of hotprof's own p50 (from the `--json` written on exit), and
 /// after SIGINT hotprof exits 0 with its text report and none of its programs stays loaded.
 pub fn prometheus_serve() -> Result<()> {
+    scraped_by_prometheus(Scrape::Classic)
+}
+
+/// [`prometheus_serve`] with Prometheus started with `--enable-feature=native-histograms`,
+/// so it asks for the protobuf exposition and stores native histograms: every stored
+/// `histogram_count` grows and ends at exactly N, `histogram_sum` is hotprof's sum, the
+/// last stored histogram has exactly hotprof's buckets (each hotprof bucket's count, from
+/// the `--json`, alone in the native bucket holding its upper edge: nothing merged, lost or
+/// moved), and `histogram_quantile(0.99, …)` is within one hotprof bucket's width of
+/// hotprof's own p99.
+pub fn prometheus_native_histograms() -> Result<()> {
+    scraped_by_prometheus(Scrape::Native)
+}
+
+/// What a Prometheus scrape of `hotprof serve` exercises.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scrape {
+    /// Prometheus's defaults: the OpenMetrics text, classic `le` buckets.
+    Classic,
+    /// `--enable-feature=native-histograms`: the protobuf exposition, native buckets.
+    Native,
+}
+
+fn scraped_by_prometheus(scrape: Scrape) -> Result<()> {
     use std::time::{Duration, Instant};
     // About 5 s of getpid under the tracepoint pair on a 2-core host: several scrapes mid-run.
     const CALLS: u64 = 4_000_000;
@@ -420,6 +497,10 @@ pub fn prometheus_serve() -> Result<()> {
                 dir.path().join("tsdb").display()
             ))
             .arg(format!("--web.listen-address=127.0.0.1:{web_port}"))
+            .args(match scrape {
+                Scrape::Classic => &[][..],
+                Scrape::Native => &["--enable-feature=native-histograms"],
+            })
             .stdin(std::process::Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -508,10 +589,14 @@ pub fn prometheus_serve() -> Result<()> {
     );
 
     // Until a scrape after the workload's end.
-    let count_query = "hotprof_function_latency_seconds_count{job=\"hotprof\",function=\"getpid\"}";
+    let series = "hotprof_function_latency_seconds{job=\"hotprof\",function=\"getpid\"}";
+    let count_query = match scrape {
+        Scrape::Classic => series.replace('{', "_count{"),
+        Scrape::Native => format!("histogram_count({series})"),
+    };
     let mut last_count = None;
     loop {
-        last_count = prometheus_query(web_port, count_query)
+        last_count = prometheus_query(web_port, &count_query)
             .first()
             .copied()
             .or(last_count);
@@ -536,9 +621,30 @@ pub fn prometheus_serve() -> Result<()> {
     }
     let quantile = prometheus_query(
         web_port,
-        "histogram_quantile(0.5, hotprof_function_latency_seconds_bucket{job=\"hotprof\",function=\"getpid\"})",
+        &match scrape {
+            Scrape::Classic => format!(
+                "histogram_quantile(0.5, {})",
+                series.replace('{', "_bucket{")
+            ),
+            Scrape::Native => format!("histogram_quantile(0.99, {series})"),
+        },
     );
-    let counts_seen = prometheus_samples(web_port, &format!("{count_query}[5m]"));
+    let (counts_seen, last_histogram, native_sum) = match scrape {
+        Scrape::Classic => (
+            prometheus_samples(web_port, &format!("{count_query}[5m]")),
+            None,
+            None,
+        ),
+        Scrape::Native => {
+            let stored = prometheus_histograms(web_port, &format!("{series}[5m]"));
+            let counts = stored
+                .iter()
+                .filter_map(|h| h["count"].as_str()?.parse().ok())
+                .collect();
+            let sum = prometheus_query(web_port, &format!("histogram_sum({series})"));
+            (counts, stored.last().cloned(), sum.first().copied())
+        }
+    };
 
     Command::new("kill")
         .args(["-INT", &serve.0.id().to_string()])
@@ -570,16 +676,17 @@ pub fn prometheus_serve() -> Result<()> {
         serde_json::from_slice(&std::fs::read(&json).context("no --json written on exit")?)?;
     let function = &recording["functions"][0];
     let count = function["count"].as_u64().context("no count in the JSON")?;
-    let p50_ns = function["p50_ns"]
-        .as_f64()
-        .context("no p50_ns in the JSON")?;
     ensure!(
         count == CALLS,
         "hotprof counted {count} getpid calls, want exactly {CALLS}"
     );
+    let stored = match scrape {
+        Scrape::Classic => "_count",
+        Scrape::Native => "histogram_count",
+    };
     ensure!(
         counts_seen.last() == Some(&(CALLS as f64)) && counts_seen.is_sorted(),
-        "Prometheus's stored _count: {counts_seen:?}, want it growing to exactly {CALLS}"
+        "Prometheus's stored {stored}: {counts_seen:?}, want it growing to exactly {CALLS}"
     );
     let mid_run = counts_seen
         .iter()
@@ -599,17 +706,55 @@ pub fn prometheus_serve() -> Result<()> {
         .first()
         .copied()
         .filter(|q| q.is_finite())
-        .context("histogram_quantile(0.5, …) is empty")?
+        .context("histogram_quantile(…) is empty")?
         * 1e9;
-    let (slot, own_slot) = (le_slot(estimate_ns), le_slot(p50_ns));
-    println!(
-        "  workload {:.1} s; Prometheus stored _count {counts_seen:?} ({mid_run} mid-run); histogram_quantile(0.5) {estimate_ns:.0} ns; hotprof p50 {p50_ns} ns (le slots {slot} vs {own_slot})",
-        wall_ns / 1e9
-    );
-    ensure!(
-        slot.abs_diff(own_slot) <= 1,
-        "Prometheus's median {estimate_ns:.0} ns is more than one bucket from hotprof's p50 {p50_ns} ns"
-    );
+    match scrape {
+        Scrape::Classic => {
+            let p50_ns = function["p50_ns"]
+                .as_f64()
+                .context("no p50_ns in the JSON")?;
+            let (slot, own_slot) = (le_slot(estimate_ns), le_slot(p50_ns));
+            println!(
+                "  workload {:.1} s; Prometheus stored _count {counts_seen:?} ({mid_run} mid-run); histogram_quantile(0.5) {estimate_ns:.0} ns; hotprof p50 {p50_ns} ns (le slots {slot} vs {own_slot})",
+                wall_ns / 1e9
+            );
+            ensure!(
+                slot.abs_diff(own_slot) <= 1,
+                "Prometheus's median {estimate_ns:.0} ns is more than one bucket from hotprof's p50 {p50_ns} ns"
+            );
+        }
+        Scrape::Native => {
+            let buckets: Vec<[u64; 3]> = serde_json::from_value(function["buckets"].clone())
+                .context("no buckets in the JSON")?;
+            let histogram = last_histogram.context("Prometheus stored no native histogram")?;
+            let matched = native_buckets_match(&histogram, &buckets)?;
+            let p99_ns = function["p99_ns"]
+                .as_u64()
+                .context("no p99_ns in the JSON")?;
+            let [lower, upper, _] = *buckets
+                .iter()
+                .find(|[lower, upper, _]| (*lower..=*upper).contains(&p99_ns))
+                .context("hotprof's p99 is in none of its buckets")?;
+            let width = (upper - lower + 1) as f64;
+            let sum_ns = function["sum_ns"]
+                .as_f64()
+                .context("no sum_ns in the JSON")?;
+            let stored_sum_ns = native_sum.context("histogram_sum(…) is empty")? * 1e9;
+            ensure!(
+                (stored_sum_ns - sum_ns).abs() <= sum_ns * 1e-12,
+                "Prometheus's histogram_sum is {stored_sum_ns} ns, hotprof's sum {sum_ns} ns"
+            );
+            println!(
+                "  workload {:.1} s; Prometheus stored histogram_count {counts_seen:?} ({mid_run} mid-run) and the {matched} native buckets of hotprof's {} buckets; histogram_quantile(0.99) {estimate_ns:.1} ns; hotprof p99 {p99_ns} ns (its bucket [{lower}, {upper}], {width} ns wide)",
+                wall_ns / 1e9,
+                buckets.len()
+            );
+            ensure!(
+                (estimate_ns - p99_ns as f64).abs() <= width,
+                "Prometheus's p99 {estimate_ns:.1} ns is more than one bucket ({width} ns) from hotprof's p99 {p99_ns} ns"
+            );
+        }
+    }
 
     // The kernel frees a detached tracepoint program after an RCU grace period, so one can
     // still be listed just after the exit: leftovers are those still there 3 s later.

@@ -136,6 +136,11 @@ const HOST_CHECKS: &[HostCheck] = &[
         run: host::prometheus_serve,
     },
     HostCheck {
+        name: "prometheus_native_histograms",
+        about: "hotprof serve scraped by Prometheus with native histograms (protobuf): exact histogram_count and buckets, p99 within a bucket",
+        run: host::prometheus_native_histograms,
+    },
+    HostCheck {
         name: "systemd_unit",
         about: "contrib/hotprof-exporter.service: systemd-analyze verify; serves under its caps",
         run: host::systemd_unit,

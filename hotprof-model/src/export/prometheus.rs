@@ -1,7 +1,8 @@
 //! A recording as Prometheus metrics, for a scrape endpoint or the node exporter's textfile
 //! collector.
 //!
-//! Two encodings of the same metric families, chosen with [`Format`]:
+//! Two text encodings of the same metric families, chosen with [`Format`] (and a third,
+//! [`protobuf`], which also carries the latency histogram as a native histogram):
 //! - [`Format::Prometheus`]: the Prometheus text exposition format 0.0.4
 //!   (`text/plain; version=0.0.4`), what `promtool check metrics`, the node exporter's
 //!   textfile collector and every Prometheus-compatible scraper read.
@@ -22,6 +23,8 @@
 //! count `value ≤ le` and durations are whole nanoseconds: `≤ 2^k − 1 ns` is exactly
 //! `< 2^k ns`, and no in-kernel bucket straddles it. So every cumulative count is exact,
 //! not interpolated (`le="0.000000063"` is "at most 63 ns", i.e. "under 64 ns").
+
+pub mod protobuf;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -131,6 +134,85 @@ enum Kind {
     Info,
 }
 
+/// A metric family's name (without the `_total` (counter) or `_info` (info) suffix), type,
+/// unit and help: what the text and the protobuf encodings ([`protobuf`]) both write.
+struct Family {
+    name: &'static str,
+    kind: Kind,
+    unit: Option<&'static str>,
+    help: &'static str,
+}
+
+const RECORDING: Family = Family {
+    name: "hotprof_recording",
+    kind: Kind::Info,
+    unit: None,
+    help: "The hotprof run these metrics come from (always 1).",
+};
+const DURATION: Family = Family {
+    name: "hotprof_recording_duration_seconds",
+    kind: Kind::Gauge,
+    unit: Some("seconds"),
+    help: "Wall time the probes have been attached and measuring.",
+};
+const LATENCY: Family = Family {
+    name: "hotprof_function_latency_seconds",
+    kind: Kind::Histogram,
+    unit: Some("seconds"),
+    help: "Latency of each timed call of a kernel function, from entry to return. Buckets are exact: le=2^k-1 ns.",
+};
+const SELF_TIME: Family = Family {
+    name: "hotprof_function_self_seconds",
+    kind: Kind::Counter,
+    unit: Some("seconds"),
+    help: "Total self time of the timed calls: each duration minus the probed calls nested inside it.",
+};
+const BELOW_MIN_LATENCY: Family = Family {
+    name: "hotprof_function_below_min_latency_calls",
+    kind: Kind::Counter,
+    unit: None,
+    help: "Calls faster than --min-latency: counted here, not in the latency histogram.",
+};
+const LOSSES: Family = Family {
+    name: "hotprof_losses",
+    kind: Kind::Counter,
+    unit: None,
+    help: "Events the probes could not time, by kind (the fields of losses in docs/json-schema.md).",
+};
+const PROBE_OVERHEAD: Family = Family {
+    name: "hotprof_probe_overhead_seconds",
+    kind: Kind::Gauge,
+    unit: Some("seconds"),
+    help: "hotprof's own measured cost per probed call (entry and return), calibrated at start-up.",
+};
+const CALLER_LATENCY: &str = "hotprof_function_caller_latency_seconds";
+const KEY_LATENCY: &str = "hotprof_function_key_latency_seconds";
+
+fn caller_latency_help() -> String {
+    format!(
+        "Latency of the timed calls of a kernel function by call site (call-site mode): the {BREAKDOWN_ROWS} busiest sites per function, the rest summed in caller other without quantiles."
+    )
+}
+
+fn key_latency_help(key_fields: &[String]) -> String {
+    format!(
+        "Latency of the timed calls of a kernel function by --by key value ({}), a label per key field: the {BREAKDOWN_ROWS} busiest values per function, the rest summed in one series with every key label other, without quantiles.",
+        key_fields.join(", ")
+    )
+}
+
+/// Writes the `# HELP`/`# TYPE` (and OpenMetrics `# UNIT`) header of `family`.
+fn family_header(out: &mut String, format: Format, family: &Family) {
+    header(
+        out,
+        format,
+        family.name,
+        family.kind,
+        family.unit,
+        family.help,
+    );
+}
+
 /// Writes the `# HELP`/`# TYPE` (and OpenMetrics `# UNIT`) header of a family. `name` is
 /// the family name without the `_total` (counter) or `_info` (info) suffix.
 fn header(
@@ -182,6 +264,9 @@ struct Series<'a> {
     /// Cumulative bucket counts; the last (`+Inf`) is also `_count`, so the two always agree
     /// and the buckets stay monotonic even for a hand-built record whose `count` disagrees.
     cumulative: [u64; LE_BOUNDARIES_NS.len() + 1],
+    /// The raw `[lower_ns, upper_ns, count]` buckets of every merged record (the native
+    /// histogram's, [`protobuf`]).
+    buckets: Vec<[u64; 3]>,
     sum_ns: u64,
     self_sum_ns: u64,
     below_min_latency: u64,
@@ -252,6 +337,24 @@ impl<'a> Breakdown<'a> {
         });
         (rows, other)
     }
+
+    /// What a breakdown family exports of it: the [`busiest`](Self::busiest) rows, then the
+    /// rest summed in a row whose `width` label values are all `other`, without quantiles.
+    fn exported(&self, width: usize) -> Vec<Row<'a>> {
+        let (rows, other) = self.busiest();
+        rows.into_iter()
+            .map(|row| Row {
+                labels: row.labels.clone(),
+                ..*row
+            })
+            .chain(other.map(|(count, sum_ns)| Row {
+                labels: vec![OTHER; width],
+                count,
+                sum_ns,
+                quantiles: None,
+            }))
+            .collect()
+    }
 }
 
 impl<'a> Series<'a> {
@@ -300,6 +403,7 @@ fn series(functions: &[FunctionRecord], key_width: usize) -> Vec<Series<'_>> {
             for (total, add) in s.cumulative.iter_mut().zip(cumulative) {
                 *total += add;
             }
+            s.buckets.extend_from_slice(&function.buckets);
             s.sum_ns += function.sum_ns;
             s.self_sum_ns += function.self_sum_ns;
             s.below_min_latency += function.below_min_latency;
@@ -310,6 +414,7 @@ fn series(functions: &[FunctionRecord], key_width: usize) -> Vec<Series<'_>> {
                 name: &function.name,
                 symbol: &function.symbol,
                 cumulative,
+                buckets: function.buckets.clone(),
                 sum_ns: function.sum_ns,
                 self_sum_ns: function.self_sum_ns,
                 below_min_latency: function.below_min_latency,
@@ -379,14 +484,7 @@ pub fn render(recording: &Recording, format: Format) -> String {
     let mode = recording.mode.as_str();
     let kernel = recording.kernel.as_str();
 
-    header(
-        &mut out,
-        format,
-        "hotprof_recording",
-        Kind::Info,
-        None,
-        "The hotprof run these metrics come from (always 1).",
-    );
+    family_header(&mut out, format, &RECORDING);
     let info = labels(&[
         ("tool", &recording.tool),
         ("kernel", kernel),
@@ -394,31 +492,13 @@ pub fn render(recording: &Recording, format: Format) -> String {
     ]);
     let _ = writeln!(out, "hotprof_recording_info{info} 1");
 
-    header(
-        &mut out,
-        format,
-        "hotprof_recording_duration_seconds",
-        Kind::Gauge,
-        Some("seconds"),
-        "Wall time the probes have been attached and measuring.",
-    );
-    let _ = writeln!(
-        out,
-        "hotprof_recording_duration_seconds {}",
-        seconds(recording.duration_ns)
-    );
+    family_header(&mut out, format, &DURATION);
+    let _ = writeln!(out, "{} {}", DURATION.name, seconds(recording.duration_ns));
 
     let key_fields = key_fields(recording);
     let all = series(&recording.functions, key_fields.len());
-    let name = "hotprof_function_latency_seconds";
-    header(
-        &mut out,
-        format,
-        name,
-        Kind::Histogram,
-        Some("seconds"),
-        "Latency of each timed call of a kernel function, from entry to return. Buckets are exact: le=2^k-1 ns.",
-    );
+    let name = LATENCY.name;
+    family_header(&mut out, format, &LATENCY);
     for s in &all {
         let base = s.base_labels(mode, kernel);
         for (bound, cumulative) in LE_BOUNDARIES_NS.iter().zip(&s.cumulative) {
@@ -435,29 +515,15 @@ pub fn render(recording: &Recording, format: Format) -> String {
         let _ = writeln!(out, "{name}_sum{} {}", labels(&base), seconds(s.sum_ns));
     }
 
-    let name = "hotprof_function_self_seconds";
-    header(
-        &mut out,
-        format,
-        name,
-        Kind::Counter,
-        Some("seconds"),
-        "Total self time of the timed calls: each duration minus the probed calls nested inside it.",
-    );
+    let name = SELF_TIME.name;
+    family_header(&mut out, format, &SELF_TIME);
     for s in &all {
         let pairs = labels(&s.base_labels(mode, kernel));
         let _ = writeln!(out, "{name}_total{pairs} {}", seconds(s.self_sum_ns));
     }
 
-    let name = "hotprof_function_below_min_latency_calls";
-    header(
-        &mut out,
-        format,
-        name,
-        Kind::Counter,
-        None,
-        "Calls faster than --min-latency: counted here, not in the latency histogram.",
-    );
+    let name = BELOW_MIN_LATENCY.name;
+    family_header(&mut out, format, &BELOW_MIN_LATENCY);
     for s in &all {
         let pairs = labels(&s.base_labels(mode, kernel));
         let _ = writeln!(out, "{name}_total{pairs} {}", s.below_min_latency);
@@ -472,10 +538,8 @@ pub fn render(recording: &Recording, format: Format) -> String {
     if all.iter().any(|s| !s.callers.is_empty()) {
         context.breakdown(
             &mut out,
-            "hotprof_function_caller_latency_seconds",
-            &format!(
-                "Latency of the timed calls of a kernel function by call site (call-site mode): the {BREAKDOWN_ROWS} busiest sites per function, the rest summed in caller other without quantiles."
-            ),
+            CALLER_LATENCY,
+            &caller_latency_help(),
             &["caller".to_string()],
             |s| &s.callers,
         );
@@ -483,25 +547,15 @@ pub fn render(recording: &Recording, format: Format) -> String {
     if all.iter().any(|s| !s.keys.is_empty()) {
         context.breakdown(
             &mut out,
-            "hotprof_function_key_latency_seconds",
-            &format!(
-                "Latency of the timed calls of a kernel function by --by key value ({}), a label per key field: the {BREAKDOWN_ROWS} busiest values per function, the rest summed in one series with every key label other, without quantiles.",
-                key_fields.join(", ")
-            ),
+            KEY_LATENCY,
+            &key_latency_help(&key_fields),
             &key_label_names(&key_fields),
             |s| &s.keys,
         );
     }
 
-    let name = "hotprof_losses";
-    header(
-        &mut out,
-        format,
-        name,
-        Kind::Counter,
-        None,
-        "Events the probes could not time, by kind (the fields of losses in docs/json-schema.md).",
-    );
+    let name = LOSSES.name;
+    family_header(&mut out, format, &LOSSES);
     for (kind, value) in loss_fields(recording) {
         let _ = writeln!(out, "{name}_total{} {value}", labels(&[("kind", &kind)]));
     }
@@ -510,15 +564,8 @@ pub fn render(recording: &Recording, format: Format) -> String {
         .probe_overhead_ns
         .filter(|v| v.is_finite() && *v >= 0.0)
     {
-        let name = "hotprof_probe_overhead_seconds";
-        header(
-            &mut out,
-            format,
-            name,
-            Kind::Gauge,
-            Some("seconds"),
-            "hotprof's own measured cost per probed call (entry and return), calibrated at start-up.",
-        );
+        let name = PROBE_OVERHEAD.name;
+        family_header(&mut out, format, &PROBE_OVERHEAD);
         let _ = writeln!(out, "{name} {}", float(overhead / 1e9));
     }
 
@@ -561,15 +608,15 @@ impl<'r, 'a> Context<'r, 'a> {
         pick: impl Fn(&'r Series<'a>) -> &'r Breakdown<'a>,
     ) {
         header(out, self.format, name, Kind::Summary, Some("seconds"), help);
-        let others = vec![OTHER; label_names.len()];
         for s in self.all {
             let base = s.base_labels(self.mode, self.kernel);
-            let (rows, other) = pick(s).busiest();
-            let rows = rows
-                .iter()
-                .map(|row| (&row.labels, row.count, row.sum_ns, row.quantiles))
-                .chain(other.map(|(count, sum_ns)| (&others, count, sum_ns, None)));
-            for (values, count, sum_ns, quantiles) in rows {
+            for row in pick(s).exported(label_names.len()) {
+                let Row {
+                    labels: values,
+                    count,
+                    sum_ns,
+                    quantiles,
+                } = row;
                 let mut pairs = base.to_vec();
                 pairs.extend(
                     label_names

@@ -3,9 +3,11 @@
 //! [`RecordingSource`], so the layer is tested with real loopback requests and a fixed
 //! recording.
 //!
-//! - `GET /metrics`: the recording rendered by [`crate::export::prometheus::render`], in
-//!   OpenMetrics 1.0.0 when the scraper's `Accept` prefers it (Prometheus ≥ 2.5 does by
-//!   default), else in the text format 0.0.4.
+//! - `GET /metrics`: the recording in the protobuf exposition with native histograms
+//!   ([`crate::export::prometheus::protobuf`]) when the scraper's `Accept` prefers it
+//!   (Prometheus with `--enable-feature=native-histograms` does), else rendered by
+//!   [`crate::export::prometheus::render`], in OpenMetrics 1.0.0 when `Accept` prefers it
+//!   (Prometheus ≥ 2.5 does by default), else in the text format 0.0.4.
 //! - `GET /`: a short plain-text index.
 //! - anything else: 404 (405 for a method other than GET/HEAD on `/metrics`).
 
@@ -19,7 +21,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use crate::export::prometheus::{Format, render};
+use crate::export::prometheus::{Format, protobuf, render};
 use crate::model::Recording;
 
 /// Produces the current, cumulative recording for one scrape. Runs on tokio's blocking pool,
@@ -88,7 +90,7 @@ async fn metrics(State(exporter): State<Arc<Exporter>>, headers: HeaderMap) -> R
     let accept = headers
         .get(header::ACCEPT)
         .and_then(|value| value.to_str().ok());
-    let format = negotiate(accept);
+    let exposition = negotiate(accept);
     let source = exporter.source.clone();
     let recording = match tokio::task::spawn_blocking(move || source()).await {
         Ok(Ok(recording)) => recording,
@@ -96,11 +98,14 @@ async fn metrics(State(exporter): State<Arc<Exporter>>, headers: HeaderMap) -> R
         Err(panicked) => return unavailable(format!("reading the maps failed: {panicked}")),
     };
     exporter.scrapes.fetch_add(1, Ordering::Relaxed);
-    (
-        [(header::CONTENT_TYPE, format.content_type())],
-        render(&recording, format),
-    )
-        .into_response()
+    let (content_type, body) = match exposition {
+        Exposition::Text(format) => (
+            format.content_type(),
+            render(&recording, format).into_bytes(),
+        ),
+        Exposition::Protobuf => (protobuf::CONTENT_TYPE, protobuf::encode(&recording)),
+    };
+    ([(header::CONTENT_TYPE, content_type)], body).into_response()
 }
 
 fn unavailable(reason: String) -> Response {
@@ -112,15 +117,29 @@ fn unavailable(reason: String) -> Response {
         .into_response()
 }
 
-/// The format for a request's `Accept` header: OpenMetrics when the client accepts
+/// What a `/metrics` answer is encoded in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exposition {
+    /// Text, with classic histogram buckets.
+    Text(Format),
+    /// Length-delimited `io.prometheus.client.MetricFamily` messages, with native
+    /// histograms.
+    Protobuf,
+}
+
+/// The exposition for a request's `Accept` header: the protobuf one when the client accepts
+/// `application/vnd.google.protobuf` with `proto=io.prometheus.client.MetricFamily` and
+/// `encoding=delimited` at least as much as any text; else OpenMetrics when it accepts
 /// `application/openmetrics-text` (version 1.0.0 or unversioned) at least as much as the
-/// 0.0.4 text (`text/plain`, `text/*` or `*/*`), else the 0.0.4 text, which every scraper
+/// 0.0.4 text (`text/plain`, `text/*` or `*/*`); else the 0.0.4 text, which every scraper
 /// reads. Prometheus 2.x sends `application/openmetrics-text;version=1.0.0,…,
-/// text/plain;version=0.0.4;q=0.5,*/*;q=0.1`, so it gets OpenMetrics; curl (`*/*`) gets text.
-pub fn negotiate(accept: Option<&str>) -> Format {
+/// text/plain;version=0.0.4;q=0.5,*/*;q=0.1`, so it gets OpenMetrics, and with native
+/// histograms enabled puts the protobuf type first; curl (`*/*`) gets text.
+pub fn negotiate(accept: Option<&str>) -> Exposition {
     let Some(accept) = accept else {
-        return Format::Prometheus;
+        return Exposition::Text(Format::Prometheus);
     };
+    let mut protobuf_q = 0.0f32;
     let mut openmetrics_q = 0.0f32;
     let mut text_q = 0.0f32;
     for range in accept.split(',') {
@@ -128,6 +147,7 @@ pub fn negotiate(accept: Option<&str>) -> Format {
         let media = parts.next().unwrap_or("").to_ascii_lowercase();
         let mut q = 1.0f32;
         let mut version = None;
+        let (mut proto, mut encoding) = (None, None);
         for param in parts {
             let Some((key, value)) = param.split_once('=') else {
                 continue;
@@ -136,10 +156,18 @@ pub fn negotiate(accept: Option<&str>) -> Format {
             match key.trim().to_ascii_lowercase().as_str() {
                 "q" => q = value.parse().unwrap_or(0.0),
                 "version" => version = Some(value.to_string()),
+                "proto" => proto = Some(value.to_string()),
+                "encoding" => encoding = Some(value.to_string()),
                 _ => {}
             }
         }
         match media.as_str() {
+            "application/vnd.google.protobuf"
+                if proto.as_deref() == Some("io.prometheus.client.MetricFamily")
+                    && encoding.as_deref() == Some("delimited") =>
+            {
+                protobuf_q = protobuf_q.max(q);
+            }
             "application/openmetrics-text" if version.as_deref().is_none_or(|v| v == "1.0.0") => {
                 openmetrics_q = openmetrics_q.max(q);
             }
@@ -150,10 +178,12 @@ pub fn negotiate(accept: Option<&str>) -> Format {
             _ => {}
         }
     }
-    if openmetrics_q > 0.0 && openmetrics_q >= text_q {
-        Format::OpenMetrics
+    if protobuf_q > 0.0 && protobuf_q >= openmetrics_q.max(text_q) {
+        Exposition::Protobuf
+    } else if openmetrics_q > 0.0 && openmetrics_q >= text_q {
+        Exposition::Text(Format::OpenMetrics)
     } else {
-        Format::Prometheus
+        Exposition::Text(Format::Prometheus)
     }
 }
 
@@ -165,40 +195,62 @@ mod tests {
     use crate::model::{FunctionRecord, FunctionTotals, Losses, SCHEMA_VERSION};
 
     const PROMETHEUS_2_ACCEPT: &str = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+    /// What Prometheus 2.42 sends with `--enable-feature=native-histograms`.
+    const PROMETHEUS_2_NATIVE_HISTOGRAMS_ACCEPT: &str = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited,application/openmetrics-text;version=1.0.0;q=0.8,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+    const TEXT: Exposition = Exposition::Text(Format::Prometheus);
+    const OPENMETRICS: Exposition = Exposition::Text(Format::OpenMetrics);
 
     #[test]
     fn negotiation_follows_the_accept_header() {
-        assert_eq!(negotiate(None), Format::Prometheus);
-        assert_eq!(negotiate(Some("*/*")), Format::Prometheus);
-        assert_eq!(negotiate(Some("text/plain")), Format::Prometheus);
-        assert_eq!(negotiate(Some(PROMETHEUS_2_ACCEPT)), Format::OpenMetrics);
-        assert_eq!(
-            negotiate(Some("application/openmetrics-text")),
-            Format::OpenMetrics
-        );
+        assert_eq!(negotiate(None), TEXT);
+        assert_eq!(negotiate(Some("*/*")), TEXT);
+        assert_eq!(negotiate(Some("text/plain")), TEXT);
+        assert_eq!(negotiate(Some(PROMETHEUS_2_ACCEPT)), OPENMETRICS);
+        assert_eq!(negotiate(Some("application/openmetrics-text")), OPENMETRICS);
         // Only a version we do not write: fall back to the 0.0.4 text.
         assert_eq!(
             negotiate(Some("application/openmetrics-text;version=0.0.1")),
-            Format::Prometheus
+            TEXT
         );
         // Preferred less than text.
         assert_eq!(
             negotiate(Some(
                 "application/openmetrics-text;q=0.2, text/plain;version=0.0.4"
             )),
-            Format::Prometheus
+            TEXT
         );
         assert_eq!(
             negotiate(Some(
                 "Application/OpenMetrics-Text; Version=\"1.0.0\"; q=0.9"
             )),
-            Format::OpenMetrics
+            OPENMETRICS
+        );
+        assert_eq!(negotiate(Some("application/openmetrics-text;q=0")), TEXT);
+        assert_eq!(negotiate(Some("garbage;;;=,")), TEXT);
+        assert_eq!(
+            negotiate(Some(PROMETHEUS_2_NATIVE_HISTOGRAMS_ACCEPT)),
+            Exposition::Protobuf
+        );
+        // Another message, or not delimited: not ours.
+        assert_eq!(
+            negotiate(Some(
+                "application/vnd.google.protobuf;proto=io.prometheus.client.Metric;encoding=delimited,text/plain;q=0.5"
+            )),
+            TEXT
         );
         assert_eq!(
-            negotiate(Some("application/openmetrics-text;q=0")),
-            Format::Prometheus
+            negotiate(Some(
+                "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=text"
+            )),
+            TEXT
         );
-        assert_eq!(negotiate(Some("garbage;;;=,")), Format::Prometheus);
+        // Preferred less than OpenMetrics.
+        assert_eq!(
+            negotiate(Some(
+                "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.5,application/openmetrics-text"
+            )),
+            OPENMETRICS
+        );
     }
 
     fn recording(count: u64) -> Recording {
@@ -230,6 +282,12 @@ mod tests {
 
     /// One raw HTTP/1.1 request; returns (status, headers, body).
     fn request(addr: SocketAddr, head: &str) -> (u16, String, String) {
+        let (status, headers, body) = request_bytes(addr, head);
+        (status, headers, String::from_utf8(body).unwrap())
+    }
+
+    /// [`request`] with the body as bytes.
+    fn request_bytes(addr: SocketAddr, head: &str) -> (u16, String, Vec<u8>) {
         let mut stream = std::net::TcpStream::connect(addr).unwrap();
         stream
             .set_read_timeout(Some(std::time::Duration::from_secs(10)))
@@ -239,11 +297,16 @@ mod tests {
             "{head}\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
         )
         .unwrap();
-        let mut response = String::new();
-        stream.read_to_string(&mut response).unwrap();
-        let (headers, body) = response.split_once("\r\n\r\n").unwrap();
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).unwrap();
+        let split = response.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+        let headers = String::from_utf8(response[..split].to_vec()).unwrap();
         let status = headers.split(' ').nth(1).unwrap().parse().unwrap();
-        (status, headers.to_ascii_lowercase(), body.to_string())
+        (
+            status,
+            headers.to_ascii_lowercase(),
+            response[split + 4..].to_vec(),
+        )
     }
 
     /// A real server on a loopback port: every route, both formats, fresh data per scrape.
@@ -289,6 +352,20 @@ mod tests {
         assert_eq!(body, render(&recording(2), Format::OpenMetrics));
         assert!(body.ends_with("# EOF\n"));
 
+        let (status, headers, body) = request_bytes(
+            addr,
+            &format!("GET /metrics HTTP/1.1\r\nAccept: {PROMETHEUS_2_NATIVE_HISTOGRAMS_ACCEPT}"),
+        );
+        assert_eq!(status, 200);
+        assert!(
+            headers.contains(&format!(
+                "content-type: {}",
+                protobuf::CONTENT_TYPE.to_ascii_lowercase()
+            )),
+            "{headers}"
+        );
+        assert_eq!(body, protobuf::encode(&recording(3)));
+
         let (status, _, body) = request(addr, "GET / HTTP/1.1");
         assert_eq!((status, body.as_str()), (200, "hotprof index\n"));
         let (status, _, body) = request(addr, "GET /metricsx HTTP/1.1");
@@ -298,7 +375,7 @@ mod tests {
         let (status, _, body) = request(addr, "HEAD /metrics HTTP/1.1");
         assert_eq!((status, body.as_str()), (200, ""));
 
-        assert_eq!(scrapes.load(Ordering::SeqCst), 3);
+        assert_eq!(scrapes.load(Ordering::SeqCst), 4);
         runtime.shutdown_background();
     }
 

@@ -107,7 +107,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
     workload.release()?;
     let what = run.layout().attached();
     let index = format!(
-        "hotprof {} exporter: {what}: {}\n\n/metrics  Prometheus metrics (OpenMetrics if the Accept header asks for it)\n",
+        "hotprof {} exporter: {what}: {}\n\n/metrics  Prometheus metrics (OpenMetrics, or protobuf with native histograms, if the Accept header asks for it)\n",
         env!("CARGO_PKG_VERSION"),
         run.layout()
             .probed
