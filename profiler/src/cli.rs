@@ -53,6 +53,11 @@ pub enum Command {
     /// Live terminal table of the probes: calls/s, p50, p99, max over the last refresh and
     /// since start, a p99 trend, hotprof's own cost; keys to sort, filter, pause and open a
     /// histogram.
+    ///
+    /// Keys: q or Ctrl-C quit; ↑/↓ (or k/j) select a row; Enter opens its histogram since
+    /// start (Esc goes back); / filters the rows by name (Enter keeps the filter, Esc clears
+    /// it); space pauses; t, c, 9, m, n sort by total time, calls/s, p99, max, name (s
+    /// cycles).
     Top(Box<top::TopArgs>),
     /// Print a shell completion script to stdout (bash, zsh, fish, elvish, powershell).
     Completions(completions::CompletionsArgs),

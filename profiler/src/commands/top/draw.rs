@@ -107,7 +107,7 @@ fn rows(frame: &mut Frame, area: Rect, table: &Table, period: Duration) {
         Constraint::Length(9),
         Constraint::Length(9),
         Constraint::Length(9),
-        Constraint::Length(table::HISTORY as u16 / 2),
+        Constraint::Length(table::HISTORY as u16),
     ];
     let title = format!(
         " {} of {} rows, sorted by {} ",
@@ -131,12 +131,6 @@ fn cells(row: &Row) -> Vec<Cell<'static>> {
             format_ns(ns as f64)
         }
     };
-    let trend = row
-        .p99_history
-        .iter()
-        .skip(row.p99_history.len().saturating_sub(table::HISTORY / 2))
-        .copied()
-        .collect::<Vec<_>>();
     vec![
         Cell::from(row.name.clone()),
         Cell::from(format!("{:.0}", row.calls_per_s)),
@@ -148,7 +142,7 @@ fn cells(row: &Row) -> Vec<Cell<'static>> {
         Cell::from(latency(row.total.p99_ns, row.total.calls)),
         Cell::from(latency(row.total.max_ns, row.total.calls)),
         Cell::from(format_ns(row.total.sum_ns as f64)),
-        Cell::from(table::sparkline(trend)),
+        Cell::from(table::sparkline(row.p99_history.iter().copied())),
     ]
 }
 

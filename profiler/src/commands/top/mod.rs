@@ -30,18 +30,13 @@ use crate::units::parse_duration;
 use crate::workload::WorkloadOutput;
 
 const EXAMPLES: &str = "\
-Keys:
-  q or Ctrl-C quit, ↑/↓ (j/k) select, Enter a row's histogram (Esc back), / filter by name
-  (Enter keeps it, Esc clears it), space pause, sort by t total time, c calls/s, 9 p99,
-  m max, n name (s cycles).
-
 Examples:
   # getpid and read of every process, refreshed every second
   sudo hotprof top --syscall getpid,read
   # One workload's calls, refreshed every 2 s; the table stays up after it exits, until q
-  sudo hotprof top -d 2s --syscall getpid -- syscall_lat 10000000
-  # Kernel functions, one row per write size
-  sudo hotprof top --fn vfs_write --by arg2:log2";
+  sudo hotprof top -d 2s --syscall getpid -- syscall_lat 100000
+  # A row per command name that reads or writes
+  sudo hotprof top --syscall read,write --by comm";
 
 /// Options of `hotprof top`: the refresh, and the probe options of the default command.
 #[derive(Debug, clap::Args)]

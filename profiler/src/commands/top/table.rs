@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::model::{FunctionRecord, KeyRecord, Recording};
 
 /// How many refreshes of p99 a row keeps for its sparkline.
-pub const HISTORY: usize = 60;
+pub const HISTORY: usize = 30;
 
 /// A row's figures over some span: the last refresh's, or since the start.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -490,7 +490,7 @@ mod tests {
         }
         let history = &table.visible()[0].p99_history;
         assert_eq!(history.len(), HISTORY);
-        // Refreshes 5 to 64 are kept; the even ones had no call.
+        // The last HISTORY refreshes are kept (the first 5 dropped); the even ones had no call.
         assert_eq!(history.front(), Some(&Some(105)));
         assert_eq!(history[HISTORY - 2], Some(100 + HISTORY as u64 + 3));
         assert_eq!(history.back(), Some(&None));
