@@ -37,8 +37,8 @@ pub enum WorkloadOutput {
     /// Its stdout copied to hotprof's, its stderr hotprof's own.
     #[default]
     Relayed,
-    /// Both read and kept off the terminal, which `hotprof top` draws on: only its last line
-    /// is shown there.
+    /// Kept off the terminal, which `hotprof top` draws on and reads keys from: stdout and
+    /// stderr read (only the last line is shown), stdin from `/dev/null`.
     Kept,
 }
 
@@ -59,9 +59,20 @@ impl Workload {
         let (error_read, error_write) =
             process::pipe().context("creating a pipe for the workload")?;
         let (out_read, out_write) = process::pipe().context("creating a pipe for the workload")?;
-        let stderr_too = output == WorkloadOutput::Kept;
-        let pid = process::fork_gated(&argv, &gate, &out_write, stderr_too, &error_write)
-            .context("fork")?;
+        let off_terminal = match output {
+            WorkloadOutput::Relayed => None,
+            WorkloadOutput::Kept => Some(OwnedFd::from(
+                std::fs::File::open("/dev/null").context("opening /dev/null for the workload")?,
+            )),
+        };
+        let pid = process::fork_gated(
+            &argv,
+            &gate,
+            &out_write,
+            off_terminal.as_ref(),
+            &error_write,
+        )
+        .context("fork")?;
         drop(error_write);
         drop(out_write);
         let last_line = Arc::new(Mutex::new(None));
@@ -250,6 +261,17 @@ mod tests {
         workload.release().unwrap();
         assert_eq!(workload.wait_blocking().unwrap(), 0);
         assert_eq!(workload.metrics().get("gate.ran"), Some(&1.0));
+    }
+
+    #[test]
+    fn a_kept_workload_reads_dev_null_and_its_stderr_is_read_too() {
+        // `wc -c` counts what stdin holds: nothing, from /dev/null, whatever hotprof's is.
+        let mut workload =
+            Workload::spawn(&command("echo out: n=1; wc -c >&2"), WorkloadOutput::Kept).unwrap();
+        workload.release().unwrap();
+        assert_eq!(workload.wait_blocking().unwrap(), 0);
+        assert_eq!(workload.metrics().get("out.n"), Some(&1.0));
+        assert_eq!(workload.last_line().as_deref(), Some("0"));
     }
 
     #[test]

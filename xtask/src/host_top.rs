@@ -116,8 +116,8 @@ pub fn top_in_tmux() -> Result<()> {
             "Ctrl-C" => pane.keys(&["C-c"])?,
             _ => crate::util::run(Command::new("kill").args(["-TERM", &pane.hotprof.to_string()]))?,
         }
-        // The workload was killed by the SIGTERM hotprof passed on: 128 + 15.
-        pane.exited_cleanly(&hotprof, 143)?;
+        // The workload was killed by the signal hotprof passed on: SIGINT for Ctrl-C.
+        pane.exited_cleanly(&hotprof, if stop == "Ctrl-C" { 130 } else { 143 })?;
         ensure!(
             !Path::new(&format!("/proc/{workload}")).exists(),
             "the workload (pid {workload}) outlived hotprof top stopped by {stop}"
@@ -346,8 +346,9 @@ impl Pane {
     /// again, none of its programs left in the kernel.
     fn exited_cleanly(&self, hotprof: &Path, code: i32) -> Result<()> {
         let line = format!("top exited {code}");
+        // The shell line prints the exit code, then what stty says.
         let screen = self.wait_for(&line, |screen| {
-            screen.lines().any(|l| l.starts_with("top exited "))
+            screen.lines().any(|l| l == "icanon" || l == "-icanon")
         })?;
         ensure!(
             screen.lines().any(|l| l == line),

@@ -11,7 +11,10 @@ use crate::units::format_ns;
 
 /// The kernel's run-time statistics, on while this is held (or why they could not be).
 pub enum StatsSwitch {
-    On(#[allow(dead_code)] OwnedFd),
+    /// Held, not read: closing it turns them off.
+    On {
+        _held: OwnedFd,
+    },
     Unavailable(String),
 }
 
@@ -19,7 +22,7 @@ impl StatsSwitch {
     /// Turns the statistics on, or says why not.
     pub fn turn_on() -> Self {
         match aya::sys::enable_stats(aya::sys::Stats::RunTime) {
-            Ok(fd) => StatsSwitch::On(fd),
+            Ok(fd) => StatsSwitch::On { _held: fd },
             Err(error) => StatsSwitch::Unavailable(format!(
                 "the kernel's BPF run-time statistics could not be turned on ({error}; Linux \
                  5.8+ has them)"

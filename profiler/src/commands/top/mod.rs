@@ -22,7 +22,7 @@ use anyhow::{Context as _, bail};
 use self::cost::{OwnCost, StatsSwitch};
 use self::draw::Header;
 use self::input::{Keys, TerminalEvent};
-use self::table::{Outcome, Table};
+use self::table::{Input, Outcome, Table};
 use super::args::{DEFAULT_STACK_MAP_SIZE, ProbeArgs, worded};
 use crate::model::Snapshot;
 use crate::session::{self, ProgramsRunTime, Run, SessionSpec, Signals};
@@ -138,7 +138,7 @@ pub async fn run(args: TopArgs) -> anyhow::Result<i32> {
     );
     let mut table = Table::default();
     let mut own_cost = match &stats {
-        StatsSwitch::On(_) => OwnCost::Pending,
+        StatsSwitch::On { .. } => OwnCost::Pending,
         StatsSwitch::Unavailable(why) => OwnCost::Unavailable(why.clone()),
     };
     let mut previous = (Snapshot::default(), started);
@@ -181,7 +181,9 @@ pub async fn run(args: TopArgs) -> anyhow::Result<i32> {
                 match event {
                     Some(Ok(TerminalEvent::Key(key))) => {
                         if table.handle(key) == Outcome::Quit {
-                            workload.signal(libc::SIGTERM);
+                            // What the key would have sent the workload outside raw mode.
+                            let signal = if key == Input::Interrupt { libc::SIGINT } else { libc::SIGTERM };
+                            workload.signal(signal);
                             break;
                         }
                     }
@@ -197,7 +199,7 @@ pub async fn run(args: TopArgs) -> anyhow::Result<i32> {
                 let last = run.recording(&now.since(&previous.0), period);
                 let total = run.recording(&now, at - started);
                 table.update(&last, &total, period);
-                if let StatsSwitch::On(_) = stats {
+                if let StatsSwitch::On { .. } = stats {
                     let cost = run.programs_run_time()?;
                     own_cost = OwnCost::Measured {
                         since_start: cost,
