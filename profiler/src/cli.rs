@@ -54,7 +54,7 @@ pub enum Command {
     /// since start, a p99 trend, hotprof's own cost; keys to sort, filter, pause and open a
     /// histogram.
     ///
-    /// Keys: q or Ctrl-C quit; ↑/↓ (or k/j) select a row; Enter opens its histogram since
+    /// Keys: q or Ctrl-C quit; Up/Down (or k/j) select a row; Enter opens its histogram since
     /// start (Esc goes back); / filters the rows by name (Enter keeps the filter, Esc clears
     /// it); space pauses; t, c, 9, m, n sort by total time, calls/s, p99, max, name (s
     /// cycles).
