@@ -103,6 +103,44 @@ impl Drop for Screen {
     }
 }
 
+/// Each refresh's reads, and the previous ones they are the difference from.
+struct Reads {
+    started: Instant,
+    previous: Snapshot,
+    previous_at: Instant,
+    previous_cost: ProgramsRunTime,
+}
+
+impl Reads {
+    /// Reads the maps into `table` (the last refresh and since start) and, when given
+    /// `own_cost`, the programs' run time into it.
+    fn refresh(
+        &mut self,
+        run: &Run,
+        table: &mut Table,
+        own_cost: Option<&mut OwnCost>,
+    ) -> anyhow::Result<()> {
+        let now = run.snapshot().context("cannot read the maps")?;
+        let at = Instant::now();
+        let period = at - self.previous_at;
+        let last = run.recording(&now.since(&self.previous), period);
+        let total = run.recording(&now, at - self.started);
+        table.update(&last, &total, period);
+        if let Some(own_cost) = own_cost {
+            let cost = run.programs_run_time()?;
+            *own_cost = OwnCost::Measured {
+                since_start: cost,
+                last: cost.since(&self.previous_cost),
+                period,
+            };
+            self.previous_cost = cost;
+        }
+        self.previous = now;
+        self.previous_at = at;
+        Ok(())
+    }
+}
+
 /// Runs the view until q, Ctrl-C, SIGINT or SIGTERM; returns the exit code (the workload's,
 /// when there is one and it exited, else 0).
 pub async fn run(args: TopArgs) -> anyhow::Result<i32> {
@@ -141,8 +179,12 @@ pub async fn run(args: TopArgs) -> anyhow::Result<i32> {
         StatsSwitch::On { .. } => OwnCost::Pending,
         StatsSwitch::Unavailable(why) => OwnCost::Unavailable(why.clone()),
     };
-    let mut previous = (Snapshot::default(), started);
-    let mut previous_cost = ProgramsRunTime::default();
+    let mut reads = Reads {
+        started,
+        previous: Snapshot::default(),
+        previous_at: started,
+        previous_cost: ProgramsRunTime::default(),
+    };
     let mut exited: Option<i32> = None;
     let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + args.delay, args.delay);
     let command = args.command.join(" ");
@@ -182,8 +224,8 @@ pub async fn run(args: TopArgs) -> anyhow::Result<i32> {
                     Some(Ok(TerminalEvent::Key(key))) => {
                         if table.handle(key) == Outcome::Quit {
                             // What the key would have sent the workload outside raw mode.
-                            let signal = if key == Input::Interrupt { libc::SIGINT } else { libc::SIGTERM };
-                            workload.signal(signal);
+                            let interrupt = key == Input::Interrupt;
+                            workload.signal(if interrupt { libc::SIGINT } else { libc::SIGTERM });
                             break;
                         }
                     }
@@ -193,22 +235,8 @@ pub async fn run(args: TopArgs) -> anyhow::Result<i32> {
                 }
             }
             _ = ticker.tick() => {
-                let now = run.snapshot().context("cannot read the maps")?;
-                let at = Instant::now();
-                let period = at - previous.1;
-                let last = run.recording(&now.since(&previous.0), period);
-                let total = run.recording(&now, at - started);
-                table.update(&last, &total, period);
-                if let StatsSwitch::On { .. } = stats {
-                    let cost = run.programs_run_time()?;
-                    own_cost = OwnCost::Measured {
-                        since_start: cost,
-                        last: cost.since(&previous_cost),
-                        period,
-                    };
-                    previous_cost = cost;
-                }
-                previous = (now, at);
+                let costs_measured = matches!(stats, StatsSwitch::On { .. });
+                reads.refresh(&run, &mut table, costs_measured.then_some(&mut own_cost))?;
             }
         }
     }
