@@ -5,7 +5,7 @@ use clap::{CommandFactory as _, Parser, Subcommand};
 
 use crate::commands::{
     LONG_VERSION, compare, completions, diff_flame, doctor, flamegraph, heatmap, list, man, record,
-    record::RecordArgs, sample, serve, status,
+    record::RecordArgs, sample, serve, status, top,
 };
 
 #[derive(Debug, Parser)]
@@ -50,6 +50,15 @@ pub enum Command {
     /// Serve the probes' latency histograms as a Prometheus/OpenMetrics `/metrics` endpoint,
     /// read fresh from the kernel on every scrape; report on exit.
     Serve(Box<serve::ServeArgs>),
+    /// Live terminal table of the probes: calls/s, p50, p99, max over the last refresh and
+    /// since start, a p99 trend, hotprof's own cost; keys to sort, filter, pause and open a
+    /// histogram.
+    ///
+    /// Keys: q or Ctrl-C quit; Up/Down (or k/j) select a row; Enter opens its histogram since
+    /// start (Esc goes back); / filters the rows by name (Enter keeps the filter, Esc clears
+    /// it); space pauses; t, c, 9, m, n sort by total time, calls/s, p99, max, name (s
+    /// cycles).
+    Top(Box<top::TopArgs>),
     /// Print a shell completion script to stdout (bash, zsh, fish, elvish, powershell).
     Completions(completions::CompletionsArgs),
     /// Write the man pages generated from these definitions: hotprof.1 and one page per
@@ -64,6 +73,7 @@ impl Cli {
             Some(Command::List(args)) => list::run(&args),
             Some(Command::Sample(args)) => sample::run(&args).await,
             Some(Command::Serve(args)) => serve::run(*args).await,
+            Some(Command::Top(args)) => top::run(*args).await,
             Some(Command::Status) => status::run(),
             Some(Command::Doctor(args)) => doctor::run(&args),
             Some(Command::Compare(args)) => compare::run(&args),

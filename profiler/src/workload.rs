@@ -5,6 +5,7 @@
 use std::ffi::CString;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
@@ -23,8 +24,22 @@ pub struct Workload {
     program: String,
     gate: Gate,
     exec_error: Option<OwnedFd>,
-    /// Copies the workload's stdout to ours, remembering its last `name: key=value` line.
+    /// Reads the workload's output (copied to ours when relayed), remembering its last
+    /// `name: key=value` line.
     stdout: Option<std::thread::JoinHandle<Option<String>>>,
+    /// The last line it printed, as it runs.
+    last_line: Arc<Mutex<Option<String>>>,
+}
+
+/// Where the workload's output goes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WorkloadOutput {
+    /// Its stdout copied to hotprof's, its stderr hotprof's own.
+    #[default]
+    Relayed,
+    /// Kept off the terminal, which `hotprof top` draws on and reads keys from: stdout and
+    /// stderr read (only the last line is shown), stdin from `/dev/null`.
+    Kept,
 }
 
 /// How long the child may take to park after the fork (a few hundred µs on a real CPU).
@@ -33,7 +48,7 @@ const PARK_TIMEOUT: Duration = Duration::from_secs(10);
 impl Workload {
     /// Forks `command`. The child blocks reading a pipe until released, then execs. (std's
     /// `Command::spawn` cannot do this: it waits for the exec itself.)
-    pub fn spawn(command: &[String]) -> anyhow::Result<Self> {
+    pub fn spawn(command: &[String], output: WorkloadOutput) -> anyhow::Result<Self> {
         let program = command.first().context("empty workload command")?.clone();
         let argv: Vec<CString> = command
             .iter()
@@ -44,16 +59,37 @@ impl Workload {
         let (error_read, error_write) =
             process::pipe().context("creating a pipe for the workload")?;
         let (out_read, out_write) = process::pipe().context("creating a pipe for the workload")?;
-        let pid = process::fork_gated(&argv, &gate, &out_write, &error_write).context("fork")?;
+        let off_terminal = match output {
+            WorkloadOutput::Relayed => None,
+            WorkloadOutput::Kept => Some(OwnedFd::from(
+                std::fs::File::open("/dev/null").context("opening /dev/null for the workload")?,
+            )),
+        };
+        let pid = process::fork_gated(
+            &argv,
+            &gate,
+            &out_write,
+            off_terminal.as_ref(),
+            &error_write,
+        )
+        .context("fork")?;
         drop(error_write);
         drop(out_write);
-        let stdout = std::thread::spawn(move || relay_stdout(std::fs::File::from(out_read)));
+        let last_line = Arc::new(Mutex::new(None));
+        let stdout = {
+            let last_line = last_line.clone();
+            let echo = output == WorkloadOutput::Relayed;
+            std::thread::spawn(move || {
+                relay_stdout(std::fs::File::from(out_read), echo, &last_line)
+            })
+        };
         let workload = Self {
             pid,
             program,
             gate,
             exec_error: Some(error_read),
             stdout: Some(stdout),
+            last_line,
         };
         workload.wait_parked()?;
         Ok(workload)
@@ -113,6 +149,11 @@ impl Workload {
         line.map(|l| parse_metrics(&l)).unwrap_or_default()
     }
 
+    /// The last line the workload printed so far, if any.
+    pub fn last_line(&self) -> Option<String> {
+        self.last_line.lock().ok().and_then(|line| line.clone())
+    }
+
     /// Forwards a terminating signal to the workload (hotprof itself is stopping).
     pub fn signal(&self, signal: i32) {
         process::kill(self.pid, signal);
@@ -138,15 +179,25 @@ pub fn check_runnable(program: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Copies the workload's output to hotprof's stdout line by line; returns the last line that
-/// looks like a result line.
-fn relay_stdout(from: std::fs::File) -> Option<String> {
+/// Reads the workload's output line by line, copying it to hotprof's stdout when `echo` and
+/// keeping the latest line in `last_line`; returns the last line that looks like a result
+/// line.
+fn relay_stdout(
+    from: std::fs::File,
+    echo: bool,
+    last_line: &Mutex<Option<String>>,
+) -> Option<String> {
     use std::io::{BufRead as _, Write as _};
     let mut last = None;
     let mut stdout = std::io::stdout();
     for line in std::io::BufReader::new(from).lines() {
         let Ok(line) = line else { break };
-        let _ = writeln!(stdout, "{line}");
+        if echo {
+            let _ = writeln!(stdout, "{line}");
+        }
+        if let Ok(mut kept) = last_line.lock() {
+            *kept = Some(line.clone());
+        }
         if !parse_metrics(&line).is_empty() {
             last = Some(line);
         }
@@ -200,7 +251,8 @@ mod tests {
 
     #[test]
     fn a_workload_is_parked_before_exec_until_released() {
-        let mut workload = Workload::spawn(&command("echo gate: ran=1")).unwrap();
+        let mut workload =
+            Workload::spawn(&command("echo gate: ran=1"), WorkloadOutput::Relayed).unwrap();
         // Parked: still hotprof's image, spinning, not yet the command.
         assert_eq!(workload.gate.state().load(Ordering::Acquire), Gate::PARKED);
         let own = std::fs::read_link("/proc/self/exe").unwrap();
@@ -212,9 +264,24 @@ mod tests {
     }
 
     #[test]
+    fn a_kept_workload_reads_dev_null_and_its_stderr_is_read_too() {
+        // `wc -c` counts what stdin holds: nothing, from /dev/null, whatever hotprof's is.
+        let mut workload =
+            Workload::spawn(&command("echo out: n=1; wc -c >&2"), WorkloadOutput::Kept).unwrap();
+        workload.release().unwrap();
+        assert_eq!(workload.wait_blocking().unwrap(), 0);
+        assert_eq!(workload.metrics().get("out.n"), Some(&1.0));
+        assert_eq!(workload.last_line().as_deref(), Some("0"));
+    }
+
+    #[test]
     fn a_workload_never_released_never_runs() {
         let marker = std::env::temp_dir().join(format!("hotprof-gate-{}", std::process::id()));
-        let workload = Workload::spawn(&command(&format!("touch {}", marker.display()))).unwrap();
+        let workload = Workload::spawn(
+            &command(&format!("touch {}", marker.display())),
+            WorkloadOutput::Relayed,
+        )
+        .unwrap();
         let pid = workload.pid;
         drop(workload);
         assert_eq!(wait_pid(pid).unwrap(), 125);
@@ -223,7 +290,11 @@ mod tests {
 
     #[test]
     fn a_command_that_cannot_run_fails_at_release() {
-        let mut workload = Workload::spawn(&["/nonexistent/hotprof-test".to_string()]).unwrap();
+        let mut workload = Workload::spawn(
+            &["/nonexistent/hotprof-test".to_string()],
+            WorkloadOutput::Relayed,
+        )
+        .unwrap();
         let error = workload.release().unwrap_err().to_string();
         assert!(error.starts_with("cannot run workload"), "{error}");
     }

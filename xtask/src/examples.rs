@@ -437,6 +437,14 @@ pub fn plan(command: &str) -> Result<Step> {
         .any(|flag| has(flag))
         || subcommand == "list";
     let workload = words.len() > options.len();
+    // `top` draws on a terminal: it runs in one (tmux) for 3 s, then q ends it.
+    if subcommand == "top" {
+        return Ok(Step::Run {
+            shell: format!("in_terminal {shell}"),
+            kprobes,
+            until_stopped: false,
+        });
+    }
     let until_stopped = program == Some("hotprof")
         && (subcommand == "serve" || (records && !workload && !has("--duration")));
     Ok(Step::Run {
@@ -481,12 +489,18 @@ pub fn needs_guest(block: &Block) -> Result<bool> {
 /// Checks the `cargo xtask` examples parse and returns the script that runs the other
 /// blocks, each in `ROOT/N` (`ROOT` the script's first argument), printing
 /// `@@ N.I RC` after the I-th command of block N; `wget` stands for `curl` where there is no
-/// curl (the guest's busybox).
+/// curl (the guest's busybox). `in_terminal CMD` runs CMD in a 160×40 tmux pane (a server of
+/// its own, with this environment) for 3 s, presses q and returns its exit code (124 if it
+/// did not exit within 10 s of the q).
 pub fn script(blocks: &[Block], root: &str) -> Result<String> {
     let mut script = String::from(
         "sleep 1000 & SLEEPER=$!\n\
          command -v curl >/dev/null || curl() { wget -qO- \"$2\"; }\n\
-         stop() { [ -n \"$BG\" ] && kill -INT $BG && wait $BG; echo \"@@ $BGID $?\"; BG=; }\n",
+         stop() { [ -n \"$BG\" ] && kill -INT $BG && wait $BG; echo \"@@ $BGID $?\"; BG=; }\n\
+         in_terminal() { T=\"tmux -L hotprof-examples-$$\"; rm -f .rc; \
+         $T new-session -d -x 160 -y 40 \"$*; echo \\$? > .rc\" || return 125; sleep 3; \
+         $T send-keys q; i=0; while [ ! -f .rc ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; \
+         $T kill-server 2>/dev/null; [ -f .rc ] || return 124; return $(cat .rc); }\n",
     );
     for (n, block) in blocks.iter().enumerate() {
         script.push_str(&format!(
@@ -766,6 +780,14 @@ Examples:
             plan("hotprof compare a b").unwrap(),
             Step::Run {
                 shell: "hotprof compare a b".into(),
+                kprobes: false,
+                until_stopped: false
+            }
+        );
+        assert_eq!(
+            plan("sudo hotprof top --syscall getpid -- syscall_lat 10").unwrap(),
+            Step::Run {
+                shell: "in_terminal hotprof top --syscall getpid -- syscall_lat 10".into(),
                 kprobes: false,
                 until_stopped: false
             }

@@ -756,23 +756,7 @@ fn scraped_by_prometheus(scrape: Scrape) -> Result<()> {
         }
     }
 
-    // The kernel frees a detached tracepoint program after an RCU grace period, so one can
-    // still be listed just after the exit: leftovers are those still there 3 s later.
-    let mut left: Vec<&u32>;
-    let mut listed: String;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
-    loop {
-        let status_out = output(Command::new(&hotprof).arg("status"))?;
-        listed = String::from_utf8_lossy(&status_out.stdout).into_owned();
-        left = program_ids
-            .iter()
-            .filter(|id| listed.contains(&format!("id {id} ")))
-            .collect();
-        if left.is_empty() || std::time::Instant::now() > deadline {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    let (left, listed) = programs_left(&hotprof, &program_ids)?;
     ensure!(
         left.is_empty(),
         "programs {left:?} of hotprof serve are still loaded after it exited:\n{listed}"
@@ -784,8 +768,31 @@ fn scraped_by_prometheus(scrape: Scrape) -> Result<()> {
     Ok(())
 }
 
+/// Which of `program_ids` (a hotprof's, which has exited) `hotprof status` still lists, and
+/// its listing. The kernel frees a detached tracepoint program after an RCU grace period, so
+/// one can still be listed just after the exit: leftovers are those still there 3 s later.
+pub(crate) fn programs_left(
+    hotprof: &std::path::Path,
+    program_ids: &[u32],
+) -> Result<(Vec<u32>, String)> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    loop {
+        let status_out = output(Command::new(hotprof).arg("status"))?;
+        let listed = String::from_utf8_lossy(&status_out.stdout).into_owned();
+        let left: Vec<u32> = program_ids
+            .iter()
+            .copied()
+            .filter(|id| listed.contains(&format!("id {id} ")))
+            .collect();
+        if left.is_empty() || std::time::Instant::now() > deadline {
+            return Ok((left, listed));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 /// The ids of the BPF programs a process holds open (`prog_id:` in its fds' fdinfo).
-fn bpf_program_ids(pid: u32) -> Result<Vec<u32>> {
+pub(crate) fn bpf_program_ids(pid: u32) -> Result<Vec<u32>> {
     let mut ids = Vec::new();
     for entry in std::fs::read_dir(format!("/proc/{pid}/fdinfo"))? {
         let Ok(info) = std::fs::read_to_string(entry?.path()) else {

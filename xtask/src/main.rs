@@ -16,6 +16,7 @@ mod fuzz;
 mod host;
 mod host_deb;
 mod host_heatmap;
+mod host_top;
 mod initramfs;
 mod kernels;
 mod peer_exactness;

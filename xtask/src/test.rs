@@ -141,6 +141,12 @@ const HOST_CHECKS: &[HostCheck] = &[
         run: host::prometheus_native_histograms,
     },
     HostCheck {
+        name: "host_top",
+        about: "hotprof top under tmux: exact since-start calls per row, the histogram view; \
+                q, Ctrl-C and SIGTERM restore the terminal and leave nothing in the kernel",
+        run: crate::host_top::top_in_tmux,
+    },
+    HostCheck {
         name: "systemd_unit",
         about: "contrib/hotprof-exporter.service: systemd-analyze verify; serves under its caps",
         run: host::systemd_unit,

@@ -15,6 +15,7 @@ pub mod record;
 pub mod sample;
 pub mod serve;
 pub mod status;
+pub mod top;
 
 use std::io::Write as _;
 

@@ -30,7 +30,7 @@ mod workload;
 pub use assemble::Layout;
 pub use error::SpecError;
 pub use keys::KeyNames;
-pub use run::{Finished, Run};
+pub use run::{Finished, ProgramsRunTime, Run};
 pub use spec::{FilterSpec, Filters, ProbeSpec, Probed, SessionSpec, Targets};
 pub use validate::{check_pid, check_processes, check_system, validate};
 pub use workload::{Followed, MapsWatcher, Signals, follow_processes};

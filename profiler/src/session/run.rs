@@ -18,6 +18,7 @@ use crate::calibrate::{Calibration, Overhead};
 use crate::collect::{self, CollectedStack, Snapshot};
 use crate::model::Recording;
 use crate::resolve::Target;
+use crate::workload::WorkloadOutput;
 
 /// The probes of one invocation, loaded and attached, and how their slots read. Dropping it
 /// detaches and unloads everything; [`Run::finish`] does so after the last reads.
@@ -57,6 +58,26 @@ pub struct Finished {
     pub slowest: Option<SlowestCalls>,
     /// The sampler's stacks (`hotprof sample`).
     pub samples: Option<Vec<CollectedStack>>,
+}
+
+/// The run time and runs of a run's programs, summed (the kernel counts them only while its
+/// run-time statistics are on).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProgramsRunTime {
+    pub programs: usize,
+    pub run_time: Duration,
+    pub run_count: u64,
+}
+
+impl ProgramsRunTime {
+    /// What ran between `earlier` and `self`.
+    pub fn since(&self, earlier: &ProgramsRunTime) -> ProgramsRunTime {
+        ProgramsRunTime {
+            programs: self.programs,
+            run_time: self.run_time.saturating_sub(earlier.run_time),
+            run_count: self.run_count.saturating_sub(earlier.run_count),
+        }
+    }
 }
 
 /// The slowest calls kept (`--slowest`), each with its slot, slowest first.
@@ -127,7 +148,35 @@ impl Run {
 
     /// Spawns `command` (if any) held at its gate and has the probes follow it, or `pids`.
     pub fn follow(&mut self, command: &[String], pids: &[u32]) -> anyhow::Result<Followed> {
-        Followed::spawn(&mut self.ebpf, command, pids)
+        Followed::spawn(&mut self.ebpf, command, WorkloadOutput::Relayed, pids)
+    }
+
+    /// [`Run::follow`], the workload's output going to `output`.
+    pub fn follow_with_output(
+        &mut self,
+        command: &[String],
+        output: WorkloadOutput,
+        pids: &[u32],
+    ) -> anyhow::Result<Followed> {
+        Followed::spawn(&mut self.ebpf, command, output, pids)
+    }
+
+    /// What the kernel's run-time statistics say the run's programs have cost so far: zero
+    /// unless they are on (`BPF_ENABLE_STATS`, which `hotprof top` holds while it runs).
+    pub fn programs_run_time(&self) -> anyhow::Result<ProgramsRunTime> {
+        let mut total = ProgramsRunTime::default();
+        for (name, program) in self.ebpf.programs() {
+            let info = match program.info() {
+                // The object's programs this run did not need.
+                Err(aya::programs::ProgramError::NotLoaded) => continue,
+                info => info
+                    .with_context(|| format!("cannot read the kernel's info on program {name}"))?,
+            };
+            total.programs += 1;
+            total.run_time += info.run_time();
+            total.run_count += info.run_count();
+        }
+        Ok(total)
     }
 
     /// Saves the mappings of the traced processes now.

@@ -9,7 +9,7 @@ use tokio::task::JoinHandle;
 
 use crate::attach::AttachSignals;
 use crate::flame::SavedMaps;
-use crate::workload::Workload;
+use crate::workload::{Workload, WorkloadOutput};
 
 /// How long a workload told to stop may take before it is killed.
 const WORKLOAD_STOP_GRACE: Duration = Duration::from_secs(5);
@@ -77,13 +77,18 @@ pub struct Followed {
 }
 
 impl Followed {
-    /// Spawns `command` (if any) held at its gate, and has the probes follow it, or the `pids`
-    /// when there is no command.
-    pub fn spawn(ebpf: &mut aya::Ebpf, command: &[String], pids: &[u32]) -> anyhow::Result<Self> {
+    /// Spawns `command` (if any) held at its gate, its output going to `output`, and has the
+    /// probes follow it, or the `pids` when there is no command.
+    pub fn spawn(
+        ebpf: &mut aya::Ebpf,
+        command: &[String],
+        output: WorkloadOutput,
+        pids: &[u32],
+    ) -> anyhow::Result<Self> {
         let workload = if command.is_empty() {
             None
         } else {
-            Some(Workload::spawn(command)?)
+            Some(Workload::spawn(command, output)?)
         };
         let followed = match &workload {
             Some(w) => vec![w.pid],
@@ -134,6 +139,11 @@ impl Followed {
     /// The workload's pid, if there is one.
     pub fn pid(&self) -> Option<u32> {
         self.workload.as_ref().map(|w| w.pid)
+    }
+
+    /// The last line the workload printed so far (none without a workload).
+    pub fn last_line(&self) -> Option<String> {
+        self.workload.as_ref().and_then(Workload::last_line)
     }
 
     /// Passes `signal` on to the workload.

@@ -93,14 +93,16 @@ pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 }
 
 /// Forks a child that parks at `gate` and, once released, execs `argv` (looked up in PATH)
-/// with its stdout on `stdout`; if the exec fails, it writes its errno (4 bytes) to
-/// `exec_errors` and exits 127. It exits 125 without running anything if the parent died or
-/// gave up at the gate, and 126 if its stdout could not be set. If the parent dies, even by
+/// with its stdout on `stdout` and, given `off_terminal` (an open `/dev/null`), its stdin on
+/// that and its stderr on `stdout` too, keeping it off hotprof's terminal; if the exec fails,
+/// it writes its errno (4 bytes) to `exec_errors` and exits 127. It exits 125 without running anything if the parent died or
+/// gave up at the gate, and 126 if its stdio could not be set. If the parent dies, even by
 /// SIGKILL, the child gets SIGTERM. Returns the child's pid.
 pub fn fork_gated(
     argv: &[CString],
     gate: &Gate,
     stdout: &OwnedFd,
+    off_terminal: Option<&OwnedFd>,
     exec_errors: &OwnedFd,
 ) -> io::Result<u32> {
     if argv.is_empty() {
@@ -126,6 +128,11 @@ pub fn fork_gated(
                 libc::_exit(125);
             }
             if libc::dup2(stdout.as_raw_fd(), 1) != 1 {
+                libc::_exit(126);
+            }
+            if let Some(null) = off_terminal
+                && (libc::dup2(null.as_raw_fd(), 0) != 0 || libc::dup2(stdout.as_raw_fd(), 2) != 2)
+            {
                 libc::_exit(126);
             }
             // hotprof's own handlers (tokio's) would catch the death signal above and
