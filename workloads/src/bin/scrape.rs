@@ -16,7 +16,7 @@ const NAME: &str = "scrape";
 const USAGE: &str = "\
 scrape - scrape an HTTP metrics endpoint RATE times a second for SECONDS
 
-Usage: scrape URL RATE SECONDS [--series PREFIX] [--watch PID]
+Usage: scrape URL RATE SECONDS [--series PREFIX] [--watch PID] [--warm-up SECS]
 
   URL              http://IPV4:PORT/PATH (plain HTTP/1.1, a new connection per
                    scrape, like a scraper that does not keep connections alive)
@@ -27,6 +27,8 @@ Usage: scrape URL RATE SECONDS [--series PREFIX] [--watch PID]
   --series PREFIX  the start of one sample line (e.g. `name{labels} `): its value
                    is read from every answer, and must never go down
   --watch PID      read PID's VmRSS once a second
+  --warm-up SECS   how long before the VmRSS readings count (default: the
+                   first tenth of the run)
 
 Output (last line):
   scrape: scrapes=N errors=E p50_ns=A p99_ns=B max_ns=C first=F last=L
@@ -35,7 +37,7 @@ Output (last line):
     first/last the series' value in the first and the last answer (-1: not
                found or no --series)
     decreases  answers whose value was below the previous answer's
-    rss_*      PID's VmRSS after the first tenth of the run (0: no --watch)
+    rss_*      PID's VmRSS after the warm-up (0: no --watch)
 
 The first error is printed to stderr; the run goes on.
 ";
@@ -44,7 +46,11 @@ fn main() -> ExitCode {
     run_main(
         NAME,
         USAGE,
-        &[Opt::Value("series"), Opt::Value("watch")],
+        &[
+            Opt::Value("series"),
+            Opt::Value("watch"),
+            Opt::Value("warm-up"),
+        ],
         run,
     )
 }
@@ -67,7 +73,11 @@ fn run(args: &Args) -> Result<Report, Error> {
     let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
     let period = Duration::from_secs(1) / rate as u32;
     let start = Instant::now();
-    let warm_up = start + length / 10;
+    let warm_up = start
+        + match args.value("warm-up") {
+            Some(text) => parse_duration("--warm-up", text, Duration::ZERO, length)?,
+            None => length / 10,
+        };
     let mut next = start;
     let mut next_rss = start;
     let mut latencies = Vec::new();

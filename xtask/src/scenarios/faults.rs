@@ -317,11 +317,15 @@ const STORM_ALIVE: u64 = 16 + 1;
 const EXITS: u64 = 200;
 
 /// Process storms: 10,000 short-lived processes (every tenth exec'd) and 10,000 threads,
-/// each making 2 getpid calls, followed as `-- storm`, then 2,000 of each system-wide
-/// (`--comm storm`, stopped by SIGINT): getpid exact, no loss, and the per-task state (task
-/// storage, the hash map on 5.10) never holding more than the tasks alive at once and back
-/// to none at the end. Then tasks that end inside a probed call: every task exits through
-/// `do_exit`, which never returns: 401 calls counted as exited in their call, none lost.
+/// each making 2 getpid calls, followed (`-- sh -c 'storm …; sleep 2.5'`, `--comm storm`:
+/// the intervals after it ended show its state gone), then 2,000 of each system-wide
+/// (`--comm storm`, stopped by SIGINT): every getpid counted or, on 7.x, missed by the kernel
+/// and counted as such; no other loss; the per-task state (task storage, the hash map on
+/// 5.10) never holding more than the tasks alive at once and back to none at the end. Then
+/// tasks that end inside a probed call: every task exits through `do_exit`, which never
+/// returns: 401 calls counted as exited in their call, none lost (perf kprobes: on 6.12 the
+/// fprobe-based links miss most of them, their shared return-hook pool held by the exited
+/// tasks until they are freed; those misses are counted).
 pub(super) fn process_storm_exact(ctx: &mut Ctx) -> Result<()> {
     let storm = |processes: u64, threads: u64, calls: u64| {
         format!("storm {processes} {threads} {calls} --exec-every {STORM_EXEC_EVERY}")
@@ -334,7 +338,7 @@ pub(super) fn process_storm_exact(ctx: &mut Ctx) -> Result<()> {
     let probes = "--fn __do_sys_getpid --interval 1s --no-calibrate";
     let guest = ctx.run_with_timeout(
         &format!(
-            r#"hotprof {probes} --json /out/tree.json -- {tree} > /out/tree.txt 2>&1
+            r#"hotprof {probes} --comm storm --json /out/tree.json -- sh -c '{tree}; sleep 2.5' > /out/tree.txt 2>&1
 echo "tree_rc=$?"
 hotprof {probes} --comm storm --json /out/wide.json > /out/wide.txt 2>&1 &
 hp=$!
@@ -344,7 +348,7 @@ sleep 2
 kill -INT $hp
 wait $hp
 echo "wide_rc=$?"
-hotprof --fn do_exit --mode kprobe --no-calibrate --json /out/exits.json -- {exits} > /out/exits.txt 2>&1
+hotprof --fn do_exit --mode kprobe --no-kprobe-multi --no-calibrate --json /out/exits.json -- {exits} > /out/exits.txt 2>&1
 echo "exits_rc=$?"
 grep -h "^storm: \|^losses\|attached" /out/tree.txt /out/wide.txt /out/exits.txt
 hotprof status > /dev/null; echo "status_after=$?"
@@ -366,12 +370,26 @@ hotprof status > /dev/null; echo "status_after=$?"
     ] {
         let report = guest.report(file)?;
         let calls = report.function("__do_sys_getpid")?.u64("count")?;
+        let missed = report.json["losses"]["kernel_missed"].as_u64().unwrap_or(0);
+        // 7.x's kernel code is preemptible: a task preempted inside the fentry/fsession
+        // program makes the kernel skip that program for the other tasks on its CPU, counted
+        // as missed (276 once, of any task's getpid: the shell's too, so a miss is not always
+        // one of storm's). 6.12 (voluntary preemption) and 5.10 missed none.
+        let made = tasks * STORM_CALLS;
         ensure!(
-            calls == tasks * STORM_CALLS,
-            "{file}: {calls} getpid calls, want {}",
-            tasks * STORM_CALLS
+            calls <= made && calls + missed >= made,
+            "{file}: {calls} getpid calls and {missed} missed by the kernel, want every one of \
+             the {made} counted or among the missed"
         );
-        let losses = super::kprobe_session::nonzero_losses(&report);
+        if missed > 0 {
+            println!(
+                "  {file}: {calls} of {made} getpid calls counted, {missed} missed by the kernel"
+            );
+        }
+        let losses: Vec<String> = super::kprobe_session::nonzero_losses(&report)
+            .into_iter()
+            .filter(|loss| !loss.starts_with("kernel_missed="))
+            .collect();
         ensure!(losses.is_empty(), "{file}: losses {losses:?}");
         let entries: Vec<u64> = report.json["intervals"]
             .as_array()
@@ -391,9 +409,11 @@ hotprof status > /dev/null; echo "status_after=$?"
     let exited = report.json["losses"]["exited_in_call"]
         .as_u64()
         .unwrap_or(0);
+    // Returns the kernel could not hook (kretprobe instances held by exited tasks until
+    // they are freed) are of calls that never return anyway; anything else is a loss.
     let lost: Vec<String> = super::kprobe_session::nonzero_losses(&report)
         .into_iter()
-        .filter(|loss| !loss.starts_with("exited_in_call="))
+        .filter(|loss| !loss.starts_with("exited_in_call=") && !loss.starts_with("kernel_missed="))
         .collect();
     ensure!(
         exited == 2 * EXITS + 1 && lost.is_empty(),
