@@ -91,6 +91,15 @@ impl Layout {
         }
     }
 
+    /// The probed functions' (or syscalls') names, comma-separated, for the live views.
+    pub fn probed_names(&self) -> String {
+        self.probed
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     /// What is attached, for the line saying the run has started:
     /// `2 function(s) attached (fentry+callsite mode, 3 call sites)`.
     pub fn attached(&self) -> String {

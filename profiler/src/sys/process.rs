@@ -95,9 +95,9 @@ pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 /// Forks a child that parks at `gate` and, once released, execs `argv` (looked up in PATH)
 /// with its stdout on `stdout` and, given `off_terminal` (an open `/dev/null`), its stdin on
 /// that and its stderr on `stdout` too, keeping it off hotprof's terminal; if the exec fails,
-/// it writes its errno (4 bytes) to `exec_errors` and exits 127. It exits 125 without running anything if the parent died or
-/// gave up at the gate, and 126 if its stdio could not be set. If the parent dies, even by
-/// SIGKILL, the child gets SIGTERM. Returns the child's pid.
+/// it writes its errno (4 bytes) to `exec_errors` and exits 127. It exits 125 without running
+/// anything if the parent died or gave up at the gate, and 126 if its stdio could not be set.
+/// If the parent dies, even by SIGKILL, the child gets SIGTERM. Returns the child's pid.
 pub fn fork_gated(
     argv: &[CString],
     gate: &Gate,

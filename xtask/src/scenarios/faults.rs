@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 
-use super::harness::{Ctx, Fields, Guest, Report, key_rows};
+use super::harness::{Ctx, Fields, Guest, Report, key_rows, slowest_calls};
 
 /// getpid calls per phase.
 const CALLS: u64 = 5_000;
@@ -284,14 +284,7 @@ fn check_slowest_across_cpus(guest: &Guest) -> Result<()> {
     );
     sleepers.sort_unstable_by(|a, b| b.cmp(a));
     let report = guest.report("slowest.json")?;
-    let slowest = report.json["functions"][0]["slowest"]
-        .as_array()
-        .context("no slowest calls in the report")?;
-    ensure!(
-        slowest.len() == 3,
-        "want 3 slowest calls, got {}",
-        slowest.len()
-    );
+    let slowest = slowest_calls(&report, 3)?;
     for (call, (slept, pid)) in slowest.iter().zip(&sleepers) {
         let duration = call["duration_ns"].as_u64().unwrap_or(0);
         ensure!(
@@ -386,9 +379,16 @@ hotprof status > /dev/null; echo "status_after=$?"
                 "  {file}: {calls} of {made} getpid calls counted, {missed} missed by the kernel"
             );
         }
+        // In fsession mode a call whose return run the kernel skipped stays an entry without
+        // a return: counted open at the stop (1 of 366 misses once), so no more than missed.
+        let open = report.json["losses"]["open_at_stop"].as_u64().unwrap_or(0);
         let losses: Vec<String> = super::kprobe_session::nonzero_losses(&report)
             .into_iter()
-            .filter(|loss| !loss.starts_with("kernel_missed="))
+            .filter(|loss| {
+                let explained = loss.starts_with("kernel_missed=")
+                    || (loss.starts_with("open_at_stop=") && open <= missed);
+                !explained
+            })
             .collect();
         ensure!(losses.is_empty(), "{file}: losses {losses:?}");
         let entries: Vec<u64> = report.json["intervals"]

@@ -86,6 +86,19 @@ pub fn caller_rows(report: &Report, function: &str) -> Result<Vec<(String, u64)>
         .collect()
 }
 
+/// The first function's `--slowest` calls, which must be `want` of them.
+pub fn slowest_calls(report: &Report, want: usize) -> Result<&Vec<Value>> {
+    let slowest = report.json["functions"][0]["slowest"]
+        .as_array()
+        .context("no slowest calls in the report")?;
+    ensure!(
+        slowest.len() == want,
+        "want {want} slowest calls, got {}",
+        slowest.len()
+    );
+    Ok(slowest)
+}
+
 /// What a scenario runs guests with.
 pub struct Ctx {
     kernel: Kernel,

@@ -5,7 +5,9 @@ use std::fs;
 
 use anyhow::{Context, Result, ensure};
 
-use super::harness::{Ctx, Fields, Guest, Report, caller_rows, key_rows, log2_class_label};
+use super::harness::{
+    Ctx, Fields, Guest, Report, caller_rows, key_rows, log2_class_label, slowest_calls,
+};
 
 /// `--by`: latency per key value, counted exactly. The caller of an entry-probed function
 /// is the same site in fentry and kprobe mode and takes every call; `--by arg2:log2` on
@@ -235,14 +237,7 @@ true
     let long = Fields::parse("sleeper", long[0].trim_start_matches("sleeper:"));
     let (slept, pid) = (long.u64("max_ns")?, long.u64("pid")?);
     let report = guest.report("slow.json")?;
-    let slowest = report.json["functions"][0]["slowest"]
-        .as_array()
-        .context("no slowest calls in the report")?;
-    ensure!(
-        slowest.len() == 3,
-        "want 3 slowest calls, got {}",
-        slowest.len()
-    );
+    let slowest = slowest_calls(&report, 3)?;
     let first = &slowest[0];
     let duration = first["duration_ns"].as_u64().unwrap_or(0);
     ensure!(

@@ -109,12 +109,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
     let index = format!(
         "hotprof {} exporter: {what}: {}\n\n/metrics  Prometheus metrics (OpenMetrics, or protobuf with native histograms, if the Accept header asks for it)\n",
         env!("CARGO_PKG_VERSION"),
-        run.layout()
-            .probed
-            .iter()
-            .map(|p| p.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
+        run.layout().probed_names()
     );
     let live = Arc::new(Live {
         run: Mutex::new(Some(run)),

@@ -167,12 +167,7 @@ pub async fn run(args: TopArgs) -> anyhow::Result<i32> {
     let attached = format!(
         "{}: {}",
         run.layout().attached(),
-        run.layout()
-            .probed
-            .iter()
-            .map(|p| p.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
+        run.layout().probed_names()
     );
     let mut table = Table::default();
     let mut own_cost = match &stats {
