@@ -345,9 +345,10 @@ pub struct Losses {
     pub orphaned_frames: u64,
     /// Calls still open when hotprof stopped.
     pub open_at_stop: u64,
-    /// Calls still open when their task exited: they never return (`do_exit`, a thread's
-    /// `exit`), so they are in flight, not lost. Frame modes; the session modes count them
-    /// in `open_at_stop`.
+    /// Calls still open when their task exited: calls that never return (`do_exit`, a
+    /// thread's `exit`), in flight, not lost; or calls whose return the kernel missed (a
+    /// kretprobe without a free instance, a skipped fexit), which `kernel_missed` counts as
+    /// the loss. Frame modes; the session modes count them in `open_at_stop`.
     #[serde(default)]
     pub exited_in_call: u64,
     /// Internal map slot lookups that failed (should be 0).

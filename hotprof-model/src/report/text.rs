@@ -524,7 +524,8 @@ pub fn render_losses(losses: &Losses) -> String {
         ),
         (
             losses.exited_in_call,
-            "calls their task exited inside (they never return, e.g. do_exit; not timed)",
+            "calls open when their task exited (never returned, like do_exit, or their return was \
+             missed: then also missed by the kernel; not timed)",
         ),
     ];
     let present: Vec<String> = items

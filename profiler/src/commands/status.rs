@@ -47,8 +47,13 @@ pub fn parse_kprobe_list(text: &str) -> Vec<String> {
         .collect()
 }
 
-pub fn run() -> anyhow::Result<i32> {
-    crate::attach::check_privileges().map_err(anyhow::Error::msg)?;
+/// How long a closed program may take to leave the kernel's list: it is freed after an RCU
+/// grace period, from a workqueue, so right after a hotprof exits (`hotprof doctor` then
+/// `hotprof status`, on a loaded 2-core machine) its programs can still be listed for a moment.
+const FREEING: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// hotprof's programs in the kernel now: `id N name`.
+fn hotprof_programs() -> anyhow::Result<Vec<String>> {
     let mut programs = Vec::new();
     for info in aya::programs::loaded_programs() {
         let info = info.context("listing loaded BPF programs")?;
@@ -56,6 +61,18 @@ pub fn run() -> anyhow::Result<i32> {
         if is_hotprof_program(&name) {
             programs.push(format!("id {} {name}", info.id()));
         }
+    }
+    Ok(programs)
+}
+
+pub fn run() -> anyhow::Result<i32> {
+    crate::attach::check_privileges().map_err(anyhow::Error::msg)?;
+    // Programs still listed after FREEING are held by something (a live hotprof, a pin).
+    let deadline = std::time::Instant::now() + FREEING;
+    let mut programs = hotprof_programs()?;
+    while !programs.is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        programs = hotprof_programs()?;
     }
     let kprobes = std::fs::read_to_string("/sys/kernel/debug/kprobes/list")
         .map(|text| parse_kprobe_list(&text))
