@@ -25,13 +25,14 @@ pub mod svg;
 pub mod user;
 
 pub use folded::{
-    FoldedError, FoldedLine, FoldedReason, FrameNames, KERNEL_SUFFIX, StackRecord, Weight, fold,
-    merge_folded, merge_folded_owned, parse_folded, parse_folded_lines, sanitize_frame,
-    total_weight, write_folded,
+    FoldedError, FoldedLine, FoldedReason, FoldedText, FrameNames, KERNEL_SUFFIX, StackRecord,
+    Weight, fold, merge_folded, merge_folded_owned, parse_folded, parse_folded_lines,
+    parse_folded_text, sanitize_frame, total_weight, write_folded,
 };
 pub use kernel::KernelSymbolizer;
 pub use svg::{
     RenderError, render_diff, render_flamegraph, render_flamegraph_owned, render_folded_lines,
+    render_folded_text,
 };
 pub use user::{Mapping, SavedMaps, UNKNOWN, UserSymbolizer, file_offset_frame, parse_maps};
 

@@ -18,7 +18,9 @@ use inferno::flamegraph::{self, Options};
 
 use std::borrow::Cow;
 
-use super::folded::{FoldedLine, FoldedReason, check_stack, merge_folded_owned, total_weight};
+use super::folded::{
+    FoldedLine, FoldedReason, FoldedText, check_stack, merge_folded_owned, total_weight,
+};
 
 /// Why an SVG could not be drawn; one line each.
 #[derive(Debug, thiserror::Error)]
@@ -111,6 +113,58 @@ pub fn render_folded_lines(
     options.no_sort = true;
     let mut svg = Vec::new();
     flamegraph::from_lines(&mut options, texts.iter().map(|text| &**text), &mut svg)?;
+    Ok(svg)
+}
+
+/// Lines per block handed to inferno by [`render_folded_text`]: 1 MiB of `&str`s, above
+/// glibc's threshold for giving freed memory straight back to the kernel.
+const LINES_PER_BLOCK: usize = 1 << 16;
+
+/// `lines` in blocks of [`LINES_PER_BLOCK`], in order. inferno reads the lines once, in order:
+/// handed over in blocks that are freed as it goes, their 16 MB (a million lines) are gone by
+/// the time its frames take the most memory. The blocks are split off the end and `lines`
+/// shrunk after each rather than freed whole: freeing a 16 MB allocation makes glibc raise its
+/// mmap threshold to 16 MB, so inferno's growing frame vector would then be moved around the
+/// heap, whose freed copies stay resident (the peak grew by more than the blocks saved).
+fn into_blocks(mut lines: Vec<&str>) -> Vec<Vec<&str>> {
+    let mut blocks = Vec::with_capacity(lines.len().div_ceil(LINES_PER_BLOCK));
+    while !lines.is_empty() {
+        let start = (lines.len() - 1) / LINES_PER_BLOCK * LINES_PER_BLOCK;
+        blocks.push(lines.split_off(start));
+        lines.shrink_to_fit();
+    }
+    blocks.reverse();
+    blocks
+}
+
+/// Draws the flame graph of `hotprof flamegraph FILE`'s input, parsed by
+/// [`super::parse_folded_text`], with the work `inferno-flamegraph` does and no more: one sort
+/// of the lines as they are, and inferno's own pass, which sums equal stacks next to each other
+/// (the SVG is the one [`render_folded_lines`] draws from merged lines, byte for byte). Input
+/// whose stacks have spaces or tabs, where text order is not stack order, goes through
+/// [`render_folded_lines`].
+pub fn render_folded_text(
+    text: FoldedText<'_>,
+    title: &str,
+    subtitle: Option<&str>,
+    count_name: &str,
+) -> Result<Vec<u8>, RenderError> {
+    let what = "the profile";
+    match text.total {
+        None => return Err(RenderError::Overflow { what }),
+        Some(0) => return Err(RenderError::Empty { what }),
+        Some(_) => {}
+    }
+    if !text.plain {
+        return render_folded_lines(text.folded_lines(), title, subtitle, count_name);
+    }
+    let mut lines = text.lines;
+    lines.sort_unstable();
+    let blocks = into_blocks(lines);
+    let mut options = options(title, subtitle.map(str::to_string), count_name);
+    options.no_sort = true;
+    let mut svg = Vec::new();
+    flamegraph::from_lines(&mut options, blocks.into_iter().flatten(), &mut svg)?;
     Ok(svg)
 }
 
@@ -381,6 +435,79 @@ mod tests {
             render_folded_lines(parse_folded_lines(b"a 0\n").unwrap(), "t", None, "ns"),
             Err(RenderError::Empty { .. })
         ));
+    }
+
+    #[test]
+    fn the_text_path_draws_what_the_merged_one_does() {
+        // Plain: duplicates (one of them spaced out, one with a leading zero), a zero weight,
+        // stacks that are prefixes of others. Not plain: a tab and a space inside stacks whose
+        // prefix is another stack (text order is not stack order there).
+        let plain: &[u8] = b"a;b 2\na;c 5\na;b 3\n  a;d   7 \na;c 005\na;f 0\na 4\na;b;c 1\n";
+        let not_plain: &[u8] = b"x\ty 1\nx 4\nx !z 2\nx 3\n";
+        for data in [plain, not_plain] {
+            let text = crate::flame::parse_folded_text(data).unwrap();
+            assert_eq!(text.plain, data == plain);
+            let drawn = render_folded_text(text, "t", None, "ns").unwrap();
+            let merged = render_flamegraph(&parse_folded(data).unwrap(), "t", None, "ns").unwrap();
+            assert_eq!(text_of(drawn), text_of(merged));
+        }
+        let svg = render_folded_text(
+            crate::flame::parse_folded_text(plain).unwrap(),
+            "t",
+            None,
+            "ns",
+        )
+        .unwrap();
+        assert!(
+            text(&svg).contains("<title>a (27 ns, 100.00%)</title>"),
+            "{}",
+            text(&svg)
+        );
+        for (data, empty) in [
+            (&b"a 0\n"[..], true),
+            (b"a 18446744073709551615\nb 1", false),
+        ] {
+            let error = render_folded_text(
+                crate::flame::parse_folded_text(data).unwrap(),
+                "t",
+                None,
+                "ns",
+            )
+            .unwrap_err();
+            assert_eq!(matches!(error, RenderError::Empty { .. }), empty, "{error}");
+            assert_eq!(
+                matches!(error, RenderError::Overflow { .. }),
+                !empty,
+                "{error}"
+            );
+        }
+    }
+
+    fn text_of(svg: Vec<u8>) -> String {
+        String::from_utf8(svg).unwrap()
+    }
+
+    #[test]
+    fn blocks_keep_every_line_in_order() {
+        for len in [
+            0,
+            1,
+            LINES_PER_BLOCK - 1,
+            LINES_PER_BLOCK,
+            LINES_PER_BLOCK + 1,
+            3 * LINES_PER_BLOCK + 5,
+        ] {
+            let names: Vec<String> = (0..len).map(|i| i.to_string()).collect();
+            let lines: Vec<&str> = names.iter().map(String::as_str).collect();
+            let blocks = into_blocks(lines.clone());
+            assert!(
+                blocks
+                    .iter()
+                    .all(|b| !b.is_empty() && b.len() <= LINES_PER_BLOCK)
+            );
+            assert_eq!(blocks.len(), len.div_ceil(LINES_PER_BLOCK));
+            assert_eq!(blocks.concat(), lines);
+        }
     }
 
     #[test]

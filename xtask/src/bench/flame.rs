@@ -618,8 +618,37 @@ fn section(stats: &InputStats, tools: &[Tool], measured: &[Vec<Measurement>]) ->
             mib(rss)
         ));
     }
+    if let [hotprof, inferno] = measured {
+        out.push('\n');
+        out.push_str(&verdict(hotprof, inferno));
+    }
     out.push_str(&format!("\n{}\n", machine_note()));
     out
+}
+
+/// hotprof's time and peak memory against inferno's own binary (issue #33: at least as fast,
+/// no more memory).
+const GOAL_VS_INFERNO: f64 = 1.0;
+
+/// The verdict line: median wall time and largest peak RSS, hotprof over inferno.
+fn verdict(hotprof: &[Measurement], inferno: &[Measurement]) -> String {
+    let wall = |runs: &[Measurement]| median(runs.iter().map(|m| m.wall).collect()).as_secs_f64();
+    let rss = |runs: &[Measurement]| runs.iter().map(|m| m.max_rss_kb).max().unwrap_or(0) as f64;
+    let judge = |ratio: f64| {
+        format!(
+            "**{ratio:.3}×** (goal ≤ {GOAL_VS_INFERNO}×: {})",
+            if ratio <= GOAL_VS_INFERNO {
+                "met"
+            } else {
+                "not met"
+            }
+        )
+    };
+    format!(
+        "- hotprof / inferno-flamegraph: wall time {}, peak RSS {}\n",
+        judge(wall(hotprof) / wall(inferno)),
+        judge(rss(hotprof) / rss(inferno))
+    )
 }
 
 /// One line on where this ran: cores, kernel, and that the machine may be shared.
@@ -672,6 +701,27 @@ mod tests {
         let lock = "[[package]]\nname = \"inferno\"\nversion = \"0.12.8\"\n";
         assert_eq!(version_in_lock(lock, "inferno").as_deref(), Some("0.12.8"));
         assert_eq!(version_in_lock(lock, "other"), None);
+    }
+
+    #[test]
+    fn the_verdict_compares_medians_and_peaks() {
+        let run = |ms, kb| Measurement {
+            wall: Duration::from_millis(ms),
+            max_rss_kb: kb,
+        };
+        let hotprof = [run(900, 100), run(3000, 99), run(950, 98)];
+        let inferno = [run(1000, 100), run(1000, 100), run(1000, 100)];
+        assert_eq!(
+            verdict(&hotprof, &inferno),
+            "- hotprof / inferno-flamegraph: wall time **0.950×** (goal ≤ 1×: met), peak RSS \
+             **1.000×** (goal ≤ 1×: met)\n"
+        );
+        let inferno = [run(900, 99), run(900, 99), run(900, 99)];
+        assert!(
+            verdict(&hotprof, &inferno).matches("not met").count() == 2,
+            "{}",
+            verdict(&hotprof, &inferno)
+        );
     }
 
     #[test]
