@@ -34,6 +34,8 @@ pub struct DoctorArgs {}
 /// Checks this machine, prints the table; 0 when hotprof's core works here, else 1.
 pub fn run(_args: &DoctorArgs) -> anyhow::Result<i32> {
     let facts = gather();
+    // Every program doctor tried is closed by now; leave only once the kernel has freed them.
+    super::status::wait_until_freed()?;
     let verdict = verdict(&facts);
     let header = format!("hotprof {} on Linux {}", super::LONG_VERSION, facts.release);
     let text = render(&header, &rows(&facts), &verdict);

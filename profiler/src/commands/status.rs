@@ -48,9 +48,21 @@ pub fn parse_kprobe_list(text: &str) -> Vec<String> {
 }
 
 /// How long a closed program may take to leave the kernel's list: it is freed after an RCU
-/// grace period, from a workqueue, so right after a hotprof exits (`hotprof doctor` then
-/// `hotprof status`, on a loaded 2-core machine) its programs can still be listed for a moment.
+/// grace period, from a workqueue, so right after a hotprof exits its programs can still be
+/// listed for a moment (`hotprof doctor` then `hotprof status` on a loaded 2-core machine).
 const FREEING: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Waits (up to [`FREEING`]) until the kernel lists no hotprof program: for a command whose
+/// own programs are all closed, so that it ends with them gone. `status` itself does not wait:
+/// its sleeps while another hotprof runs would be calls that hotprof may be probing (a
+/// kprobe.session on `do_nanosleep` counted each as missed, its return-hook pool full).
+pub fn wait_until_freed() -> anyhow::Result<()> {
+    let deadline = std::time::Instant::now() + FREEING;
+    while !hotprof_programs()?.is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Ok(())
+}
 
 /// hotprof's programs in the kernel now: `id N name`.
 fn hotprof_programs() -> anyhow::Result<Vec<String>> {
@@ -67,13 +79,7 @@ fn hotprof_programs() -> anyhow::Result<Vec<String>> {
 
 pub fn run() -> anyhow::Result<i32> {
     crate::attach::check_privileges().map_err(anyhow::Error::msg)?;
-    // Programs still listed after FREEING are held by something (a live hotprof, a pin).
-    let deadline = std::time::Instant::now() + FREEING;
-    let mut programs = hotprof_programs()?;
-    while !programs.is_empty() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(100));
-        programs = hotprof_programs()?;
-    }
+    let programs = hotprof_programs()?;
     let kprobes = std::fs::read_to_string("/sys/kernel/debug/kprobes/list")
         .map(|text| parse_kprobe_list(&text))
         .unwrap_or_default();
