@@ -229,14 +229,17 @@ fn row_names(screen: &str) -> Vec<String> {
 /// The since-start CALLS column of row `name`, read at the header's column.
 fn since_start_calls(screen: &str, name: &str) -> Option<u64> {
     let header = screen.lines().find(|line| line.starts_with("NAME "))?;
-    let (column, _) = header
+    let (at, _) = header
         .match_indices("CALLS")
         .find(|(at, _)| !header[*at..].starts_with("CALLS/S"))?;
+    // Columns in characters, not bytes: a row's `µs` is two bytes wide.
+    let column = header[..at].chars().count();
     let row = screen
         .lines()
         .skip_while(|line| !line.starts_with("NAME "))
         .find(|line| line.split_whitespace().next() == Some(name))?;
-    row.get(column..)?.split_whitespace().next()?.parse().ok()
+    let rest: String = row.chars().skip(column).collect();
+    rest.split_whitespace().next()?.parse().ok()
 }
 
 /// A tmux session running one `hotprof top` command, then a shell line that prints its exit

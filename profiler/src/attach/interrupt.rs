@@ -1,4 +1,4 @@
-//! SIGINT, SIGTERM and SIGHUP while probes are attached: hotprof's one way of catching signals.
+//! SIGINT and SIGTERM while probes are attached: hotprof's one way of catching signals.
 //! Attaching thousands of perf kprobes takes minutes (and hotprof's start-up seconds under
 //! emulation); a signal then used to end hotprof without a word. While an [`AttachSignals`]
 //! lives, a signal is only noted, and the attach loops stop at their next step with
@@ -18,10 +18,10 @@ static RECEIVED: AtomicI32 = AtomicI32::new(0);
 /// so a signal noted early in a run is still seen by the attach steps nested in it.
 static DEPTH: AtomicUsize = AtomicUsize::new(0);
 
-/// The signals caught while attaching. SIGHUP too: a closed terminal or a daemon's hangup
-/// ends the run like SIGTERM, detached and reported, instead of killing hotprof mid-report
-/// (a `serve` hung up during a scrape exited 129 with no `--json`).
-const CAUGHT: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+/// The signals caught while attaching. Not SIGHUP: it kills hotprof, and the kernel detaches
+/// everything with its fds (caught, `top` whose terminal was gone hung waiting for its key
+/// reader, holding its probes).
+const CAUGHT: [libc::c_int; 2] = [libc::SIGINT, libc::SIGTERM];
 
 extern "C" fn note_signal(signal: libc::c_int) {
     // An atomic store: async-signal-safe.

@@ -49,12 +49,11 @@ pub fn raise(signal: libc::c_int) -> bool {
     unsafe { libc::raise(signal) == 0 }
 }
 
-/// `SIGINT`, `SIGTERM`, `SIGHUP` (the three hotprof catches); another is "a signal".
+/// `SIGINT`, `SIGTERM` (the two hotprof catches); another is "a signal".
 pub fn name(signal: libc::c_int) -> &'static str {
     match signal {
         libc::SIGINT => "SIGINT",
         libc::SIGTERM => "SIGTERM",
-        libc::SIGHUP => "SIGHUP",
         _ => "a signal",
     }
 }
