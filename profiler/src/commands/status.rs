@@ -48,9 +48,10 @@ pub fn parse_kprobe_list(text: &str) -> Vec<String> {
 }
 
 /// How long a closed program may take to leave the kernel's list: it is freed after an RCU
-/// grace period, from a workqueue, so right after a hotprof exits its programs can still be
-/// listed for a moment (`hotprof doctor` then `hotprof status` on a loaded 2-core machine).
-const FREEING: std::time::Duration = std::time::Duration::from_secs(1);
+/// grace period (tracing programs: a tasks-trace one, slower), from a workqueue, so right
+/// after a hotprof exits its programs can still be listed (`hotprof doctor` then `hotprof
+/// status` on a loaded 2-core machine: still there after a 1 s wait once).
+const FREEING: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Waits (up to [`FREEING`]) until the kernel lists no hotprof program: for a command whose
 /// own programs are all closed, so that it ends with them gone. `status` itself does not wait:
