@@ -82,16 +82,19 @@ pub const CASES: [Case; 4] = [
         workload: "/bin/sleeper 40 1000 --alternate 20000",
         hotprof_extra: "",
         truth: Truth::Fixed(40),
-        // A sleep lasts its length and a timer's slack: ranges a power of two wide each side.
+        // A sleep lasts its length plus a timer's slack and, under TCG on a loaded host, a
+        // vCPU's wait for a host core (a 1 ms sleep took over 4 ms once in CI). The ranges
+        // meet at 16 ms, an edge of every tool's buckets (2^24 ns, 16,384 µs) below the long
+        // sleep's bucket: a short sleep must be 15 ms late to land in the wrong mode.
         modes: Some([
             Mode {
                 from_ns: 500_000,
-                to_ns: 4_000_000,
+                to_ns: 16_000_000,
                 calls: 20,
             },
             Mode {
-                from_ns: 10_000_000,
-                to_ns: 80_000_000,
+                from_ns: 16_000_000,
+                to_ns: 160_000_000,
                 calls: 20,
             },
         ]),

@@ -339,7 +339,8 @@ pub struct Losses {
     /// Entries dropped because the task's frame stack could not be created (task storage: out
     /// of memory, or a nested use the kernel refused; the hash map of older kernels: full).
     pub task_map_full: u64,
-    /// Returns whose entry was not seen (in flight when hotprof attached).
+    /// Returns whose entry was not seen: in flight when hotprof attached, or an entry program
+    /// the kernel skipped (a recursion miss, which `kernel_missed` counts as the loss).
     pub unmatched_returns: u64,
     /// Frames whose return was never seen (e.g. kretprobe maxactive exhausted).
     pub orphaned_frames: u64,

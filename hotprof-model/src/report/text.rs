@@ -516,7 +516,8 @@ pub fn render_losses(losses: &Losses) -> String {
         ),
         (
             losses.unmatched_returns,
-            "returns of calls already in flight at attach (not timed)",
+            "returns whose entry was not seen (in flight at attach, or its entry missed: then also \
+             missed by the kernel; not timed)",
         ),
         (
             losses.open_at_stop,

@@ -60,13 +60,22 @@ hotprof status > /dev/null; echo "status_after=$?"
                 "{file}: mode {}, want fentry.multi",
                 report.json["mode"]
             );
-            // One program runs for every function, on a trampoline that may be preempted:
-            // a call of any of them while it runs on that CPU is skipped, and only counted
-            // as the kernel's miss. No other loss; misses rare.
+            // One program runs for every function, on a trampoline that may be preempted
+            // (7.x's kernel is): a call of any of them while it runs on that CPU is skipped,
+            // and only counted as the kernel's miss. A skipped entry whose return program ran
+            // is also an unmatched return (9 of 9 misses in a CI run): explained, if no more
+            // than the misses. No other loss; misses rare.
             let kernel_missed = report.json["losses"]["kernel_missed"].as_u64().unwrap_or(0);
+            let unmatched = report.json["losses"]["unmatched_returns"]
+                .as_u64()
+                .unwrap_or(0);
             let others: Vec<String> = super::kprobe_session::nonzero_losses(report)
                 .into_iter()
-                .filter(|loss| !loss.starts_with("kernel_missed="))
+                .filter(|loss| {
+                    let explained = loss.starts_with("kernel_missed=")
+                        || (loss.starts_with("unmatched_returns=") && unmatched <= kernel_missed);
+                    !explained
+                })
                 .collect();
             let calls: u64 = report.json["functions"]
                 .as_array()
