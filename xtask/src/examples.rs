@@ -495,6 +495,7 @@ pub fn needs_guest(block: &Block) -> Result<bool> {
 pub fn script(blocks: &[Block], root: &str) -> Result<String> {
     let mut script = String::from(
         "sleep 1000 & SLEEPER=$!\n\
+         now() { read U _ < /proc/uptime; echo \"${U%.*}${U#*.}\"; }\n\
          command -v curl >/dev/null || curl() { wget -qO- \"$2\"; }\n\
          stop() { [ -n \"$BG\" ] && kill -INT $BG && wait $BG; echo \"@@ $BGID $?\"; BG=; }\n\
          in_terminal() { T=\"tmux -L hotprof-examples-$$\"; rm -f .rc; \
@@ -518,8 +519,10 @@ pub fn script(blocks: &[Block], root: &str) -> Result<String> {
                 } => script.push_str(&format!(
                     "[ -n \"$BG\" ] && stop\necho '@> {n}.{i}'\n{shell} & BG=$! BGID={n}.{i}\nsleep 3\n"
                 )),
+                // `@@ N.I RC CENTISECONDS`: its exit code and how long it took.
                 Step::Run { shell, .. } => script.push_str(&format!(
-                    "echo '@> {n}.{i}'\n{shell}\necho \"@@ {n}.{i} $?\"\n"
+                    "echo '@> {n}.{i}'\nT0=$(now)\n{shell}\n\
+                     rc=$?; echo \"@@ {n}.{i} $rc $(( $(now) - T0 ))\"\n"
                 )),
             }
         }
@@ -546,7 +549,7 @@ pub fn check_output(blocks: &[Block], output: &str) -> Result<usize> {
             let code = output
                 .lines()
                 .find_map(|line| line.strip_prefix(&marker))
-                .and_then(|code| code.trim().parse::<i32>().ok());
+                .and_then(|rest| rest.split_whitespace().next()?.parse::<i32>().ok());
             match code {
                 Some(code) if allowed_exit(command, code) => ran += 1,
                 Some(code) => failed.push(format!("{}: `{command}` exited {code}", block.origin)),
@@ -556,6 +559,28 @@ pub fn check_output(blocks: &[Block], output: &str) -> Result<usize> {
     }
     ensure!(failed.is_empty(), "{}", failed.join("\n"));
     Ok(ran)
+}
+
+/// The `count` commands that took longest, slowest first, from the script's `@@ N.I RC CS`
+/// lines: `12.3 s  docs/usage.md:40: hotprof …`. Where the suite's time goes.
+pub fn slowest(blocks: &[Block], output: &str, count: usize) -> Vec<String> {
+    let mut timed: Vec<(u64, String)> = output
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.strip_prefix("@@ ")?.split_whitespace();
+            let (n, i) = words.next()?.split_once('.')?;
+            let centiseconds: u64 = words.nth(1)?.parse().ok()?;
+            let block = blocks.get(n.parse::<usize>().ok()?)?;
+            let command = block.commands.get(i.parse::<usize>().ok()?)?;
+            Some((centiseconds, format!("{}: {command}", block.origin)))
+        })
+        .collect();
+    timed.sort_by_key(|(centiseconds, _)| std::cmp::Reverse(*centiseconds));
+    timed
+        .into_iter()
+        .take(count)
+        .map(|(cs, what)| format!("{:.1} s  {what}", cs as f64 / 100.0))
+        .collect()
 }
 
 /// The host's part: every block that needs no kprobes, run by `sh` in a fresh directory with
@@ -812,7 +837,14 @@ Examples:
                 "hotprof doctor".into(),
             ],
         }];
-        assert_eq!(check_output(&blocks, "x\n@@ 0.0 3\n@@ 0.2 0\n").unwrap(), 2);
+        assert_eq!(
+            check_output(&blocks, "x\n@@ 0.0 3 120\n@@ 0.2 0\n").unwrap(),
+            2
+        );
+        assert_eq!(
+            slowest(&blocks, "@@ 0.0 3 120\n@@ 0.2 0 1234\n@@ 0.1 0\n", 5).len(),
+            2
+        );
         let err = check_output(&blocks, "@@ 0.0 1\n").unwrap_err().to_string();
         assert!(
             err.contains("`hotprof compare a b --fail-if-slower 5` exited 1"),
@@ -821,7 +853,7 @@ Examples:
         assert!(err.contains("`hotprof doctor` did not finish"), "{err}");
         let script = script(&blocks, "/r").unwrap();
         assert!(
-            script.contains("hotprof doctor\necho \"@@ 0.2 $?\""),
+            script.contains("hotprof doctor\nrc=$?; echo \"@@ 0.2 $rc $(( $(now) - T0 ))\""),
             "{script}"
         );
     }

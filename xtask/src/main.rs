@@ -74,6 +74,10 @@ enum Task {
     Vm(VmArgs),
     /// Run every check: fmt, clippy, unit tests, the eBPF load test, VM scenarios.
     Test(test::TestArgs),
+    /// Run one VM scenario (`NAME@KERNEL`) in this process: how `test` runs each, two at a
+    /// time. Assumes the guest binaries built and the kernel fetched.
+    #[command(hide = true)]
+    Scenario(test::ScenarioArgs),
     /// Probe cost vs empty probes and bpftrace, scaling to 1000 functions; writes
     /// target/bench/report.md.
     Bench(bench::BenchArgs),
@@ -146,6 +150,7 @@ fn main() -> ExitCode {
         Task::Kernels { kernel } => fetch_kernels(kernel).map(|()| ExitCode::SUCCESS),
         Task::Vm(args) => vm_command(args),
         Task::Test(args) => test::run_tests(&args),
+        Task::Scenario(args) => test::run_one(&args),
         Task::Bench(args) => bench::run(&args),
         Task::Demo(args) => demo(args.arch),
     };

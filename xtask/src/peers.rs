@@ -180,15 +180,16 @@ pub fn layer(arch: Arch, peers: &[Peer]) -> Result<PeerLayer> {
         });
     }
     fresh_dir(&root)?;
+    let mut missing = Vec::new();
     for package in &packages {
-        let deb = match find_deb(&debs, package)? {
-            Some(deb) => deb,
-            None => {
-                apt_state::download(package, arch, &debs)?;
-                find_deb(&debs, package)?
-                    .with_context(|| format!("apt-get download {package} wrote no .deb"))?
-            }
-        };
+        if find_deb(&debs, package)?.is_none() {
+            missing.push(package.as_str());
+        }
+    }
+    apt_state::download_all(&missing, arch, &debs)?;
+    for package in &packages {
+        let deb = find_deb(&debs, package)?
+            .with_context(|| format!("apt-get download {package} wrote no .deb"))?;
         util::run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&root))?;
     }
     let loader = find_loader(&root, arch)?;

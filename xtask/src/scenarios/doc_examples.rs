@@ -9,7 +9,7 @@ use anyhow::{Result, anyhow};
 use super::Ctx;
 use crate::arch::Arch;
 use crate::build::guest_bin_dir;
-use crate::examples::{all_blocks, check_output, print_plan, script, select, unique};
+use crate::examples::{all_blocks, check_output, print_plan, script, select, slowest, unique};
 use crate::util::workspace_root;
 
 pub fn doc_examples_run(ctx: &mut Ctx) -> Result<()> {
@@ -23,6 +23,12 @@ pub fn doc_examples_run(ctx: &mut Ctx) -> Result<()> {
     );
     let guest = ctx.run_with_timeout(&script, Duration::from_secs(900))?;
     let ran = check_output(&blocks, &guest.outcome.stdout).map_err(|err| anyhow!("{err}"))?;
-    println!("  guest: {ran} commands in {} blocks", blocks.len());
+    println!(
+        "  guest: {ran} commands in {} blocks; the slowest:",
+        blocks.len()
+    );
+    for line in slowest(&blocks, &guest.outcome.stdout, 5) {
+        println!("    {line}");
+    }
     Ok(())
 }

@@ -53,6 +53,28 @@ pub struct Scenario {
     pub run: fn(&mut Ctx) -> Result<()>,
 }
 
+impl Scenario {
+    /// Whether it boots with the peers' layer, which takes minutes to build the first time.
+    pub fn needs_peers(&self) -> bool {
+        self.name == peers::NAME
+    }
+
+    /// Whether no other guest may run beside it (`cargo xtask test --jobs`): its guest keeps
+    /// more than one host core busy for long (8 vCPUs, process storms, an exporter and its
+    /// scraper, the peers' tools), or it counts what happens per second.
+    pub fn runs_alone(&self) -> bool {
+        [
+            "many_cpus_exact",
+            "process_storm_exact",
+            "busy_exporter",
+            exporter::EXPORTER_SOAK.name,
+            crate::soak::SOAK.name,
+            peers::NAME,
+        ]
+        .contains(&self.name)
+    }
+}
+
 /// The scenarios every kernel of the matrix runs: exact counts in each mode, cleanup after
 /// signals, bad inputs and `serve`.
 const EVERY: &[Kernel] = &Kernel::ALL;
@@ -261,7 +283,7 @@ pub const SCENARIOS: &[Scenario] = &[
         run: exporter::busy_exporter,
     },
     Scenario {
-        name: "peers_side_by_side",
+        name: peers::NAME,
         arch: Arch::X86_64,
         kernels: &[Kernel::V6_12, Kernel::V7],
         run: peers::peers_side_by_side,

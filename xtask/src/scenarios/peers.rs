@@ -8,6 +8,9 @@ use anyhow::{Context, Result, ensure};
 use super::harness::Ctx;
 use crate::peer_exactness::{self, Outcome, Tool};
 
+/// The one scenario that boots with the peers' layer ([`Ctx::run_with_peers`]).
+pub(super) const NAME: &str = "peers_side_by_side";
+
 /// 6.12, 7.x: hotprof counts every case exactly (the notrace function at its call site), and
 /// each of the bimodal case's sleeps in its mode;
 /// every peer runs and counts the getpid loop; none of them attaches to the notrace function.

@@ -8,8 +8,10 @@
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Result, bail};
 use clap::Args;
+
+pub use guests::{ScenarioArgs, run_one};
 
 use crate::arch::Arch;
 use crate::build;
@@ -17,11 +19,14 @@ use crate::fuzz;
 use crate::host;
 use crate::host_deb;
 use crate::kernels::{self, Kernel};
-use crate::scenarios::{Ctx, EXPORTER_SOAK, SCENARIOS, Scenario};
+use crate::peers;
+use crate::scenarios::{EXPORTER_SOAK, SCENARIOS, Scenario};
 use crate::setup;
 use crate::soak::SOAK;
-use crate::util::{cargo, fresh_dir, is_root, run, secs, target_dir};
+use crate::util::{cargo, is_root, run, secs};
 use crate::vm;
+
+mod guests;
 
 /// The ten-minute scenarios, run only when asked for (`--soak`, or by name in `--only`).
 const SOAKS: [&Scenario; 2] = [&SOAK, &EXPORTER_SOAK];
@@ -49,6 +54,10 @@ pub struct TestArgs {
     /// scenario's command a few more).
     #[arg(long, default_value_t = 180)]
     vm_timeout: u64,
+    /// Guests run at once, each scenario in its own process (1: one after another, each
+    /// one's output live). Scenarios that load more than one host core run alone.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=8))]
+    jobs: u64,
     /// Also run the 10-minute soak on 6.12 (`hotprof --interval 1s --stacks` under a workload
     /// that keeps starting processes: RSS, map entries, missed intervals). Not in the default
     /// run; `--only soak` runs it alone.
@@ -367,7 +376,7 @@ fn run_fuzz_checks(args: &TestArgs, seconds: u64, results: &mut Results) {
 /// each needed kernel and runs the scenarios; a failed build or download fails its row and
 /// skips what depends on it. x86_64's rows are `guest_build` and `kernel@K`; another
 /// architecture's carry its name (`guest_build@aarch64`, `kernel@K/aarch64`).
-fn run_vm_checks(args: &TestArgs, checks: &[(&Scenario, Kernel)], results: &mut Results) {
+fn run_vm_checks(args: &TestArgs, checks: &[(&'static Scenario, Kernel)], results: &mut Results) {
     for arch in Arch::ALL {
         let mine = checks
             .iter()
@@ -383,19 +392,23 @@ fn run_vm_checks(args: &TestArgs, checks: &[(&Scenario, Kernel)], results: &mut 
 fn run_arch_checks(
     args: &TestArgs,
     arch: Arch,
-    checks: &[(&Scenario, Kernel)],
+    checks: &[(&'static Scenario, Kernel)],
     results: &mut Results,
 ) {
     let suffix = |sep: &str| {
         arch.subdir()
             .map_or(String::new(), |name| format!("{sep}{name}"))
     };
+    let _peers = checks
+        .iter()
+        .any(|(scenario, _)| scenario.needs_peers())
+        .then(|| prepare_peers(arch));
     if !results.check(&format!("guest_build{}", suffix("@")), || {
         build::build_guest(arch).map(drop)
     }) {
         return;
     }
-    let out_root = target_dir().join("vm-out").join("test");
+    let mut runnable = Vec::new();
     for kernel in Kernel::ALL {
         let mine = checks
             .iter()
@@ -407,46 +420,45 @@ fn run_arch_checks(
         let fetched = results.check(&format!("kernel@{kernel}{}", suffix("/")), || {
             kernels::ensure(kernel, arch).map(|image| println!("  {}", image.package))
         });
-        if !fetched {
-            continue;
+        if fetched {
+            runnable.extend(mine);
         }
-        for (scenario, kernel) in mine {
-            let name = instance(scenario, *kernel);
-            let mut ctx = Ctx::new(
-                *kernel,
-                out_root.join(&name),
-                Duration::from_secs(args.vm_timeout),
-                args.verbose,
-            )
-            .on(arch);
-            results.check(&name, || {
-                fresh_dir(&out_root.join(&name))?;
-                let mut result = (scenario.run)(&mut ctx);
-                if let Err(err) = &result
-                    && let Some(died) = guest_died(err)
-                {
-                    let why = died.0.lines().next().unwrap_or_default();
-                    println!(
-                        "  note: the guest kernel died while the scenario ran; running it once \
-                         more ({})",
-                        truncate(why, 240)
-                    );
-                    result = (scenario.run)(&mut ctx);
-                }
-                if let Some(last) = ctx.last() {
-                    println!(
-                        "  {} ({:?}): boot {}, run {}",
-                        last.kernel_package,
-                        last.accel,
-                        secs(last.boot_time),
-                        secs(last.total_time)
-                    );
-                }
-                result.map_err(|err| match ctx.last() {
-                    Some(last) => anyhow!("{err:#}\n{}", last.transcript()),
-                    None => err,
-                })
-            });
+    }
+    guests::run_scenarios(
+        &runnable,
+        args.jobs as usize,
+        args.vm_timeout,
+        args.verbose,
+        results,
+    );
+}
+
+/// Builds the peers' layer in the background, beside the guest build and the first scenarios:
+/// mostly downloads and unpacking (about 190 s from a clean clone, in the way of nothing
+/// else). The scenario that needs it waits for it on the layer's lock, and builds it itself
+/// if this failed. Joined when the handle is dropped.
+fn prepare_peers(arch: Arch) -> JoinOnDrop {
+    println!(
+        "[peers] building the {} layer in the background",
+        arch.name()
+    );
+    JoinOnDrop(Some(std::thread::spawn(move || {
+        if let Err(err) = peers::layer(arch, &peers::ALL) {
+            println!(
+                "  note: building the peers' layer in the background failed (the scenario \
+                 that needs it tries again): {err:#}"
+            );
+        }
+    })))
+}
+
+/// A thread joined when this is dropped.
+struct JoinOnDrop(Option<std::thread::JoinHandle<()>>);
+
+impl Drop for JoinOnDrop {
+    fn drop(&mut self) {
+        if let Some(thread) = self.0.take() {
+            let _ = thread.join();
         }
     }
 }
@@ -502,7 +514,12 @@ impl Results {
         println!("\n=== {name}");
         let started = Instant::now();
         let result = check();
-        let time = started.elapsed();
+        self.record(name, started.elapsed(), result)
+    }
+
+    /// Prints and records the result of a check that ran elsewhere (a scenario's process);
+    /// returns whether it passed.
+    fn record(&mut self, name: &str, time: Duration, result: Result<()>) -> bool {
         let passed = result.is_ok();
         let error = result.err().map(|err| format!("{err:#}"));
         match &error {
@@ -583,6 +600,6 @@ mod tests {
             guest_died(&wrapped).map(|d| d.0.as_str()),
             Some("the guest died while running")
         );
-        assert!(guest_died(&anyhow!("the guest command exited 1, want 0")).is_none());
+        assert!(guest_died(&anyhow::anyhow!("the guest command exited 1, want 0")).is_none());
     }
 }

@@ -1,0 +1,228 @@
+//! The VM scenarios, two guests at a time: each scenario runs in a child process of its own
+//! (`cargo xtask scenario NAME@KERNEL`, hidden), its output kept in a log that is printed
+//! whole when it ends, so two scenarios never interleave their lines.
+//!
+//! Why two: most scenarios keep one vCPU of their 2-vCPU guest busy (one workload thread
+//! under TCG), so a second guest takes the host's idle core. The scenarios whose guests keep
+//! more than one core busy, or that count rates, run alone ([`Scenario::runs_alone`]).
+
+use std::collections::VecDeque;
+use std::fs;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow};
+use clap::Args;
+
+use super::{Results, SOAKS, guest_died, instance, truncate};
+use crate::kernels::Kernel;
+use crate::scenarios::{Ctx, SCENARIOS, Scenario};
+use crate::util::{fresh_dir, secs, target_dir};
+
+/// How often the runner looks for a child that ended.
+const POLL: Duration = Duration::from_millis(200);
+
+/// One scenario on one kernel, and how its guest runs.
+#[derive(Args)]
+pub struct ScenarioArgs {
+    /// `scenario@kernel`, as `cargo xtask test --list` names it.
+    pub instance: String,
+    /// Seconds one guest run may take, boot included.
+    #[arg(long, default_value_t = 180)]
+    pub vm_timeout: u64,
+    /// Stream the guest's output live.
+    #[arg(long)]
+    pub verbose: bool,
+    /// Where to write the error of a failed run (its first line is the summary's note).
+    #[arg(long)]
+    pub error_file: Option<PathBuf>,
+}
+
+/// Where each scenario's output, log and error go.
+fn out_root() -> PathBuf {
+    target_dir().join("vm-out").join("test")
+}
+
+/// Runs `checks` (built guest binaries and fetched kernels assumed), `jobs` guests at a time,
+/// and records a row for each. With `jobs` 1 (or `--verbose`) each child's output goes
+/// straight to ours, live.
+pub(super) fn run_scenarios(
+    checks: &[(&'static Scenario, Kernel)],
+    jobs: usize,
+    vm_timeout: u64,
+    verbose: bool,
+    results: &mut Results,
+) {
+    let live = jobs <= 1 || verbose;
+    let jobs = if live { 1 } else { jobs };
+    let mut queue: VecDeque<_> = checks.iter().copied().collect();
+    let mut running: Vec<Running> = Vec::new();
+    while !queue.is_empty() || !running.is_empty() {
+        // Start what may start: a scenario that runs alone waits for the others to end, and
+        // nothing starts beside it.
+        while running.len() < jobs
+            && !running.iter().any(|run| run.alone)
+            && let Some(&(scenario, kernel)) = queue.front()
+        {
+            if scenario.runs_alone() && !running.is_empty() {
+                break;
+            }
+            queue.pop_front();
+            let name = instance(scenario, kernel);
+            match Running::start(&name, scenario.runs_alone(), vm_timeout, verbose, live) {
+                Ok(run) => running.push(run),
+                Err(err) => {
+                    results.record(&name, Duration::ZERO, Err(err));
+                }
+            }
+        }
+        thread::sleep(POLL);
+        let mut still = Vec::new();
+        for mut run in running {
+            match run.child.try_wait() {
+                Ok(None) => still.push(run),
+                Ok(Some(status)) => run.finish(Ok(status), live, results),
+                Err(err) => run.finish(Err(err.into()), live, results),
+            }
+        }
+        running = still;
+    }
+}
+
+/// A scenario's child process.
+struct Running {
+    name: String,
+    alone: bool,
+    child: Child,
+    started: Instant,
+    log: PathBuf,
+    error_file: PathBuf,
+}
+
+impl Running {
+    fn start(name: &str, alone: bool, vm_timeout: u64, verbose: bool, live: bool) -> Result<Self> {
+        let root = out_root();
+        fs::create_dir_all(&root)
+            .with_context(|| format!("could not create {}", root.display()))?;
+        let log = root.join(format!("{name}.log"));
+        let error_file = root.join(format!("{name}.error"));
+        let _ = fs::remove_file(&error_file);
+        let me = std::env::current_exe().context("cannot find xtask's own path")?;
+        let mut command = Command::new(me);
+        command
+            .args(["scenario", name, "--vm-timeout", &vm_timeout.to_string()])
+            .arg("--error-file")
+            .arg(&error_file)
+            .stdin(Stdio::null());
+        if verbose {
+            command.arg("--verbose");
+        }
+        if live {
+            println!("\n=== {name}");
+        } else {
+            let out = fs::File::create(&log)
+                .with_context(|| format!("could not create {}", log.display()))?;
+            command
+                .stdout(out.try_clone().context("could not share the log's file")?)
+                .stderr(out);
+        }
+        let child = command
+            .spawn()
+            .with_context(|| format!("could not start the scenario {name}"))?;
+        Ok(Self {
+            name: name.to_owned(),
+            alone,
+            child,
+            started: Instant::now(),
+            log,
+            error_file,
+        })
+    }
+
+    /// Prints the child's log (unless it was live) and records its row.
+    fn finish(self, status: Result<std::process::ExitStatus>, live: bool, results: &mut Results) {
+        let time = self.started.elapsed();
+        if !live {
+            println!("\n=== {}", self.name);
+            print!("{}", fs::read_to_string(&self.log).unwrap_or_default());
+        }
+        let outcome = status.and_then(|status| {
+            if status.success() {
+                return Ok(());
+            }
+            Err(match fs::read_to_string(&self.error_file) {
+                Ok(error) => anyhow!("{}", error.trim_end()),
+                Err(_) => anyhow!("the scenario's process ended with {status} and said nothing"),
+            })
+        });
+        results.record(&self.name, time, outcome);
+    }
+}
+
+/// `cargo xtask scenario NAME@KERNEL`: one scenario, in this process. A guest whose kernel
+/// died under TCG (no fault of the code under test) is run once more. With `--error-file`
+/// a failure is written there (the runner prints it), not returned.
+pub fn run_one(args: &ScenarioArgs) -> Result<ExitCode> {
+    let (scenario, kernel) = find(&args.instance)?;
+    let name = instance(scenario, kernel);
+    let mut ctx = Ctx::new(
+        kernel,
+        out_root().join(&name),
+        Duration::from_secs(args.vm_timeout),
+        args.verbose,
+    )
+    .on(scenario.arch);
+    let result = (|| {
+        fresh_dir(&out_root().join(&name))?;
+        let mut result = (scenario.run)(&mut ctx);
+        if let Err(err) = &result
+            && let Some(died) = guest_died(err)
+        {
+            let why = died.0.lines().next().unwrap_or_default();
+            println!(
+                "  note: the guest kernel died while the scenario ran; running it once more ({})",
+                truncate(why, 240)
+            );
+            result = (scenario.run)(&mut ctx);
+        }
+        if let Some(last) = ctx.last() {
+            println!(
+                "  {} ({:?}): boot {}, run {}",
+                last.kernel_package,
+                last.accel,
+                secs(last.boot_time),
+                secs(last.total_time)
+            );
+        }
+        result.map_err(|err| match ctx.last() {
+            Some(last) => anyhow!("{err:#}\n{}", last.transcript()),
+            None => err,
+        })
+    })();
+    match (result, &args.error_file) {
+        (Ok(()), _) => Ok(ExitCode::SUCCESS),
+        (Err(err), Some(path)) => {
+            fs::write(path, format!("{err:#}"))
+                .with_context(|| format!("could not write {}", path.display()))?;
+            Ok(ExitCode::FAILURE)
+        }
+        (Err(err), None) => Err(err),
+    }
+}
+
+/// The scenario and kernel `name` (`scenario@kernel`) names.
+fn find(name: &str) -> Result<(&'static Scenario, Kernel)> {
+    SCENARIOS
+        .iter()
+        .chain(SOAKS)
+        .flat_map(|scenario| {
+            scenario
+                .kernels
+                .iter()
+                .map(move |&kernel| (scenario, kernel))
+        })
+        .find(|(scenario, kernel)| instance(scenario, *kernel) == name)
+        .with_context(|| format!("no scenario {name} (see `cargo xtask test --list`)"))
+}
