@@ -69,6 +69,7 @@ impl Scenario {
             "busy_exporter",
             exporter::EXPORTER_SOAK.name,
             crate::soak::SOAK.name,
+            crate::soak::RT_SOAK.name,
             peers::NAME,
         ]
         .contains(&self.name)

@@ -22,14 +22,14 @@ use crate::kernels::{self, Kernel};
 use crate::peers;
 use crate::scenarios::{EXPORTER_SOAK, SCENARIOS, Scenario};
 use crate::setup;
-use crate::soak::SOAK;
+use crate::soak::{RT_SOAK, SOAK};
 use crate::util::{cargo, is_root, run, secs};
 use crate::vm;
 
 mod guests;
 
-/// The ten-minute scenarios, run only when asked for (`--soak`, or by name in `--only`).
-const SOAKS: [&Scenario; 2] = [&SOAK, &EXPORTER_SOAK];
+/// The long scenarios, run only when asked for (`--soak`, or by name in `--only`).
+const SOAKS: [&Scenario; 3] = [&SOAK, &EXPORTER_SOAK, &RT_SOAK];
 
 #[derive(Args)]
 pub struct TestArgs {
@@ -58,9 +58,10 @@ pub struct TestArgs {
     /// one's output live). Scenarios that load more than one host core run alone.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=8))]
     jobs: u64,
-    /// Also run the 10-minute soak on 6.12 (`hotprof --interval 1s --stacks` under a workload
-    /// that keeps starting processes: RSS, map entries, missed intervals). Not in the default
-    /// run; `--only soak` runs it alone.
+    /// Also run the soaks: ten minutes on 6.12 (`hotprof --interval 1s --stacks` under a
+    /// workload that keeps starting processes: RSS, map entries, missed intervals, losses), the
+    /// same for an hour on 7.x-rt (soak_hour), and the exporter's ten minutes. Not in the
+    /// default run; `--only soak` (or soak_hour, exporter_soak) runs one alone.
     #[arg(long)]
     soak: bool,
     /// Also run each cargo-fuzz target in fuzz/ for SECS seconds from its committed corpus,
@@ -330,8 +331,13 @@ fn print_checks() {
     }
     for soak in SOAKS {
         for kernel in soak.kernels {
+            let length = if soak.name == RT_SOAK.name {
+                "1 hour"
+            } else {
+                "10 minutes"
+            };
             println!(
-                "{:<28} VM scenario, 10 minutes (opt-in: --soak)",
+                "{:<28} VM scenario, {length} (opt-in: --soak)",
                 instance(soak, *kernel)
             );
         }
