@@ -257,30 +257,38 @@ pub fn fingerprint(inputs: &[PathBuf]) -> Result<String> {
 /// Where the run image puts the kernel's modules for the guest's `/init` to load.
 pub const MODULES_DIR: &str = "lib/xtask-modules";
 
+/// Where the run image puts the modules a scenario may load itself (not loaded at boot).
+pub const LOADABLE_DIR: &str = "lib/xtask-loadable";
+
 /// Writes the initrd for one run: the base image, the extra layers, then an archive holding
-/// `/init`, `/run/cmd.sh` and `modules` (the kernel's own, under [`MODULES_DIR`] by file name).
+/// `/init`, `/run/cmd.sh`, and the kernel's modules by file name: `boot_modules` under
+/// [`MODULES_DIR`], `loadable` under [`LOADABLE_DIR`].
 pub fn write_run_image(
     base: &Path,
     extra_layers: &[PathBuf],
     (init, script): (&str, &str),
-    modules: &[PathBuf],
+    (boot_modules, loadable): (&[PathBuf], &[PathBuf]),
     dest: &Path,
 ) -> Result<()> {
     let mut cpio = Cpio::new();
     cpio.file("init", 0o755, init.as_bytes());
     cpio.file("run/cmd.sh", 0o644, script.as_bytes());
-    if !modules.is_empty() {
+    if !boot_modules.is_empty() || !loadable.is_empty() {
         cpio.dir("lib", 0o755);
-        cpio.dir(MODULES_DIR, 0o755);
     }
-    for module in modules {
-        let name = module
-            .file_name()
-            .and_then(|name| name.to_str())
-            .with_context(|| format!("{} has no usable file name", module.display()))?;
-        let contents =
-            fs::read(module).with_context(|| format!("could not read {}", module.display()))?;
-        cpio.file(&format!("{MODULES_DIR}/{name}"), 0o644, &contents);
+    for (dir, modules) in [(MODULES_DIR, boot_modules), (LOADABLE_DIR, loadable)] {
+        if !modules.is_empty() {
+            cpio.dir(dir, 0o755);
+        }
+        for module in modules {
+            let name = module
+                .file_name()
+                .and_then(|name| name.to_str())
+                .with_context(|| format!("{} has no usable file name", module.display()))?;
+            let contents =
+                fs::read(module).with_context(|| format!("could not read {}", module.display()))?;
+            cpio.file(&format!("{dir}/{name}"), 0o644, &contents);
+        }
     }
     let run = cpio.finish();
     fs::copy(base, dest)

@@ -2,7 +2,9 @@
 //! our own (`apt_state.rs`) and cached under `target/kernels/<name>/`.
 //!
 //! They are used because they have everything hotprof needs built in (kprobes, BTF, tracefs,
-//! audit, the 8250 serial driver), so the guest needs no modules. Their package names change
+//! audit, the 8250 serial driver), so the guest needs no modules to boot (arm64's 6.1 aside:
+//! [`Arch::port_modules`]); a few are kept for scenarios that probe a module's functions
+//! ([`LOADABLE_MODULES`]). Their package names change
 //! with each security update, so the newest package matching a pattern is resolved every time
 //! (a local `apt-cache` query) and the cache is refreshed when a newer one appears.
 //!
@@ -107,7 +109,15 @@ pub struct KernelImage {
     /// The modules of [`Arch::port_modules`] the package ships (none where they are built
     /// in), in load order.
     pub modules: Vec<PathBuf>,
+    /// The modules of [`LOADABLE_MODULES`] the package ships, uncompressed: in the guest,
+    /// not loaded, for scenarios to load and unload.
+    pub loadable: Vec<PathBuf>,
 }
+
+/// Modules a scenario may load and unload in the guest (`insmod
+/// /lib/xtask-loadable/dummy.ko`): `dummy`'s transmit function runs once per packet sent
+/// through its device, in the sender's context, which makes its calls countable.
+pub const LOADABLE_MODULES: &[&str] = &["dummy"];
 
 /// How many packages, newest first, are tried before giving up: a mirror can list a package
 /// it does not serve (seen: bullseye-security's newest `-unsigned` 5.10 image, 404).
@@ -185,10 +195,12 @@ fn cached(kernel: Kernel, arch: Arch) -> Option<KernelImage> {
     } else {
         cached_modules(&dir.join("modules")).ok()?
     };
+    let loadable = cached_modules(&dir.join("loadable")).ok()?;
     vmlinuz.is_file().then(|| KernelImage {
         package: package.trim().to_owned(),
         vmlinuz,
         modules,
+        loadable,
     })
 }
 
@@ -202,20 +214,36 @@ fn cached_modules(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(modules)
 }
 
-/// Copies the modules of `arch.port_modules()` that the unpacked package under `root` has
-/// into `dest`, named `NN-name.ko` in load order.
-fn keep_modules(root: &Path, arch: Arch, dest: &Path) -> Result<()> {
+/// Copies the modules `names` that the unpacked package under `root` has into `dest`,
+/// uncompressed (busybox's `insmod` reads plain ELF; Debian compresses modules with xz since
+/// 6.x), named `NN-name.ko` in load order when `numbered`, `name.ko` otherwise. Empties `dest`
+/// first.
+fn keep_modules(root: &Path, names: &[&str], dest: &Path, numbered: bool) -> Result<()> {
+    if dest.exists() {
+        fs::remove_dir_all(dest).with_context(|| format!("could not empty {}", dest.display()))?;
+    }
     fs::create_dir_all(dest).with_context(|| format!("could not create {}", dest.display()))?;
     let mut found = Vec::new();
     for base in ["lib/modules", "usr/lib/modules"] {
         collect_files(&root.join(base), &mut found)?;
     }
-    for (index, name) in arch.port_modules().iter().enumerate() {
+    for (index, name) in names.iter().enumerate() {
         let file = format!("{name}.ko");
+        let kept = match numbered {
+            true => dest.join(format!("{index:02}-{file}")),
+            false => dest.join(&file),
+        };
         if let Some(module) = found.iter().find(|path| path.ends_with(&file)) {
-            let kept = dest.join(format!("{index:02}-{file}"));
             fs::copy(module, &kept)
                 .with_context(|| format!("could not copy {}", module.display()))?;
+        } else if let Some(module) = found
+            .iter()
+            .find(|path| path.ends_with(format!("{file}.xz")))
+        {
+            let compressed = dest.join(format!("{file}.xz"));
+            fs::copy(module, &compressed)
+                .with_context(|| format!("could not copy {}", module.display()))?;
+            util::run(Command::new("xz").arg("--decompress").arg(&compressed))?;
         }
     }
     Ok(())
@@ -267,19 +295,29 @@ fn version_key(name: &str) -> Vec<u64> {
 fn download(kernel: Kernel, arch: Arch, package: &str) -> Result<KernelImage> {
     step(
         "kernel",
-        &format!("{kernel}: fetching {package} (about 35 MB)"),
+        &format!("{kernel}: fetching {package} and its modules"),
     );
     let dir = kernel.cache_dir(arch);
     fs::create_dir_all(&dir).with_context(|| format!("could not create {}", dir.display()))?;
     let work = tempfile::tempdir_in(&dir)
         .with_context(|| format!("could not create a scratch directory in {}", dir.display()))?;
-    apt_state::download(package, arch, work.path())?;
-    let deb = find_file(work.path(), |name| name.ends_with(".deb"))?
-        .with_context(|| format!("apt-get download {package} left no .deb file"))?;
+    let modules_package = modules_package(package);
+    let packages: Vec<&str> = [Some(package), modules_package.as_deref()]
+        .into_iter()
+        .flatten()
+        .collect();
+    apt_state::download_all(&packages, arch, work.path())?;
     let root = work.path().join("root");
-    let mut extract = Command::new("dpkg-deb");
-    extract.arg("-x").arg(&deb).arg(&root);
-    util::stdout_of(&mut extract).with_context(|| format!("could not unpack {}", deb.display()))?;
+    for deb in fs::read_dir(work.path())
+        .with_context(|| format!("could not list {}", work.path().display()))?
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "deb"))
+    {
+        let mut extract = Command::new("dpkg-deb");
+        extract.arg("-x").arg(&deb).arg(&root);
+        util::stdout_of(&mut extract)
+            .with_context(|| format!("could not unpack {}", deb.display()))?;
+    }
     let boot = root.join("boot");
     let in_boot = if boot.is_dir() {
         find_file(&boot, |name| name.starts_with("vmlinuz-"))?
@@ -294,16 +332,15 @@ fn download(kernel: Kernel, arch: Arch, package: &str) -> Result<KernelImage> {
     };
     let modules_dir = dir.join("modules");
     if !arch.port_modules().is_empty() {
-        if modules_dir.exists() {
-            fs::remove_dir_all(&modules_dir)
-                .with_context(|| format!("could not empty {}", modules_dir.display()))?;
-        }
-        keep_modules(&root, arch, &modules_dir)?;
+        keep_modules(&root, arch.port_modules(), &modules_dir, true)?;
     }
+    let loadable_dir = dir.join("loadable");
+    keep_modules(&root, LOADABLE_MODULES, &loadable_dir, false)?;
     let mut image = KernelImage {
         package: package.to_owned(),
         vmlinuz: dir.join("vmlinuz"),
         modules: Vec::new(),
+        loadable: cached_modules(&loadable_dir)?,
     };
     if !arch.port_modules().is_empty() {
         image.modules = cached_modules(&modules_dir)?;
@@ -323,6 +360,16 @@ fn download(kernel: Kernel, arch: Arch, package: &str) -> Result<KernelImage> {
         .with_context(|| format!("could not write {}", dir.join("package").display()))?;
     println!("  ok ({})", image.vmlinuz.display());
     Ok(image)
+}
+
+/// The package holding the modules of sid's split kernel packages
+/// (`linux-binary-unsigned-7.2.13+deb14-cloud-amd64` → `linux-modules-7.2.13+deb14-cloud-amd64`);
+/// Debian 11 and 12's images carry their modules themselves.
+fn modules_package(image: &str) -> Option<String> {
+    ["linux-binary-unsigned-", "linux-binary-"]
+        .iter()
+        .find_map(|prefix| image.strip_prefix(prefix))
+        .map(|rest| format!("linux-modules-{rest}"))
 }
 
 /// The image in `usr/lib/modules/VERSION/` (`vmlinuz` or `vmlinuz.unsigned`), if any.
@@ -392,6 +439,18 @@ linux-binary-unsigned-7.10.1+deb14-cloud-amd64 - Linux 7.10.1 for x86-64 cloud (
         assert_eq!(
             newest_first(search).first().map(String::as_str),
             Some("linux-binary-unsigned-7.10.1+deb14-cloud-amd64")
+        );
+    }
+
+    #[test]
+    fn sid_images_have_their_modules_in_their_own_package() {
+        assert_eq!(
+            modules_package("linux-binary-unsigned-7.2.13+deb14-rt-amd64").as_deref(),
+            Some("linux-modules-7.2.13+deb14-rt-amd64")
+        );
+        assert_eq!(
+            modules_package("linux-image-6.12.117+deb12-cloud-amd64-unsigned"),
+            None
         );
     }
 

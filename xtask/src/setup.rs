@@ -25,7 +25,7 @@ use crate::util::{self, cargo_bin_dir, is_root, output, run, step, workspace_roo
 /// `dist` strips the release binaries (binutils; the arm64 one, which is also the arm64 guests',
 /// with binutils-aarch64-linux-gnu), runs the arm64 one for its man pages and completions under
 /// qemu-user-static (`qemu-aarch64-static`, as `host_deb_arm64` does) and checks both .debs
-/// with lintian.
+/// with lintian; xz unpacks the guest kernels' compressed modules (`kernels.rs`).
 pub const APT_PACKAGES: &[&str] = &[
     "qemu-system-x86",
     "qemu-system-arm",
@@ -52,6 +52,7 @@ pub const APT_PACKAGES: &[&str] = &[
     "binutils-aarch64-linux-gnu",
     "qemu-user-static",
     "lintian",
+    "xz-utils",
 ];
 
 /// bpf-linker releases that build against LLVM 22.

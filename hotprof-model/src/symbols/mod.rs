@@ -60,6 +60,8 @@ pub struct Target {
     pub traceable: Option<bool>,
     /// A note for the user, e.g. that a clone was picked.
     pub note: Option<String>,
+    /// The loadable module it is in (`dummy`), `None` for the kernel's own.
+    pub module: Option<String>,
 }
 
 /// What the running kernel says about its functions.
@@ -230,6 +232,7 @@ impl KernelFunctions {
             address: symbol.address,
             traceable: self.is_traceable(&symbol.name),
             note,
+            module: symbol.module.clone(),
         }
     }
 

@@ -280,6 +280,19 @@ static KERNEL_BTF: OnceLock<Result<BtfIndex<'static>, KernelBtfError>> = OnceLoc
 
 /// The kernel's BTF index, read on first use. (Its bytes live as long as the process: the
 /// index borrows them.)
+/// Why a loadable module's function has no trampoline target for hotprof: its BTF is the
+/// module's own (`/sys/kernel/btf/MODULE`, split from vmlinux's), and a program for it is
+/// loaded against that BTF object; hotprof reads vmlinux's alone. `None` for the kernel's
+/// own functions.
+pub fn module_refusal(target: &crate::resolve::Target) -> Option<String> {
+    target.module.as_ref().map(|module| {
+        format!(
+            "it is in module {module}, and hotprof reads vmlinux's BTF only, not the module's \
+             (/sys/kernel/btf/{module}; --mode kprobe times it)"
+        )
+    })
+}
+
 pub fn kernel_btf() -> Result<&'static BtfIndex<'static>, KernelBtfError> {
     KERNEL_BTF
         .get_or_init(|| {

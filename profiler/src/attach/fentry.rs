@@ -9,7 +9,7 @@ use aya::{
 use aya_obj::generated::bpf_func_id;
 use profiler_common::FENTRY_SLOTS;
 
-use super::btf::kernel_btf;
+use super::btf::{kernel_btf, module_refusal};
 use super::error::{AttachError, Reason, one_line};
 use super::interrupt::AttachSignals;
 use super::program::{program, refuses_helper};
@@ -47,6 +47,9 @@ pub(super) fn attach_fentry(
                 fentry_load_reason(e),
             )))
         };
+        if let Some(why) = module_refusal(target) {
+            return Err(fail(Reason::new(why)));
+        }
         let btf_id = btf
             .trampoline_target(&target.symbol)
             .map_err(|why| fail(Reason::new(why.to_string())))?;
@@ -138,6 +141,7 @@ mod tests {
             address,
             traceable,
             note: None,
+            module: None,
         }
     }
 

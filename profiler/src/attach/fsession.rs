@@ -12,7 +12,7 @@
 
 use aya::{Ebpf, programs::FEntry};
 
-use super::btf::kernel_btf;
+use super::btf::{kernel_btf, module_refusal};
 use super::error::{FsessionRefused, Reason, one_line};
 use super::session_link::kfunc_ids;
 use crate::resolve::Target;
@@ -48,6 +48,9 @@ pub fn attach_fsession(ebpf: &mut Ebpf, target: &Target) -> Result<(), FsessionR
         function: target.symbol.clone(),
         reason,
     };
+    if let Some(why) = module_refusal(target) {
+        return Err(refused(Reason::new(why)));
+    }
     let btf_id = btf
         .trampoline_target(&target.symbol)
         .map_err(|why| refused(Reason::new(why.to_string())))?;

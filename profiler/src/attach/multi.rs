@@ -215,6 +215,7 @@ mod tests {
             address: 0x1000,
             traceable,
             note: None,
+            module: None,
         }
     }
 

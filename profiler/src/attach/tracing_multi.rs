@@ -19,7 +19,7 @@ use aya::{
     programs::{FEntry, FExit, ProgramError},
 };
 
-use super::btf::kernel_btf;
+use super::btf::{kernel_btf, module_refusal};
 use super::error::{AttachError, Reason, one_line};
 use super::program::program;
 use crate::resolve::Target;
@@ -67,10 +67,14 @@ pub(super) fn attach_tracing_multi(
         .into_iter()
         .zip(targets)
         .map(|(answer, target)| {
-            answer.map_err(|why| AttachError::Fentry {
+            let refused = |why: String| AttachError::Fentry {
                 function: target.symbol.clone(),
-                reason: Reason::new(why.to_string()),
-            })
+                reason: Reason::new(why),
+            };
+            if let Some(why) = module_refusal(target) {
+                return Err(refused(why));
+            }
+            answer.map_err(|why| refused(why.to_string()))
         })
         .collect::<Result<Vec<u32>, _>>()?;
     let cookies: Vec<u64> = (0..requested as u64).collect();

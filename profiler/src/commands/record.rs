@@ -14,7 +14,9 @@ use crate::collect::{self, Snapshot};
 use crate::model::{IntervalFunction, IntervalRecord, PmuEvent, Recording, RunRecord};
 use crate::progress::Progress;
 use crate::report;
-use crate::session::{self, Filters, Finished, MapsWatcher, Run, SessionSpec, Signals};
+use crate::session::{
+    self, Filters, Finished, MapsWatcher, ModuleWatcher, Run, SessionSpec, Signals,
+};
 use crate::sys::clock;
 use crate::units::parse_positive_duration;
 
@@ -798,6 +800,10 @@ async fn measure(
         }
     );
 
+    let mut modules = run.module_watcher(&spec.probe);
+    let mut modules_ticker = modules
+        .is_some()
+        .then(|| tokio::time::interval(ModuleWatcher::PERIOD));
     let deadline = plan.duration.map(|d| tokio::time::Instant::now() + d);
     let mut ticker = interval.map(|i| tokio::time::interval_at(tokio::time::Instant::now() + i, i));
     // Elapsed/remaining of --duration on a terminal; not while a workload runs, whose own
@@ -838,6 +844,12 @@ async fn measure(
             }
             _ = async { maps_ticker.as_mut().unwrap().tick().await }, if maps_ticker.is_some() => {
                 run.poll_maps(maps);
+            }
+            _ = async { modules_ticker.as_mut().unwrap().tick().await }, if modules_ticker.is_some() => {
+                for note in modules.as_mut().map(|m| m.poll(started.elapsed())).unwrap_or_default() {
+                    progress.clear();
+                    eprintln!("hotprof: note: {note}");
+                }
             }
             _ = async { ticker.as_mut().unwrap().tick().await }, if ticker.is_some() => {
                 progress.clear();

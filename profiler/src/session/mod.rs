@@ -14,12 +14,14 @@
 //! [`ProbeSpec`], [`SessionSpec`], [`Probed`]), `error.rs` and `keys.rs` (how `--by` keys read)
 //! at the bottom; `validate.rs` checks a spec against the system; `start.rs` resolves, loads
 //! and attaches; `workload.rs` spawns, follows and reaps the workload and holds the signals;
+//! `modules.rs` watches the probed functions' modules come and go;
 //! `assemble.rs` turns a snapshot into a recording from plain data ([`Layout`], no handle on
 //! the kernel); `run.rs` ([`Run`]) uses them all.
 
 mod assemble;
 mod error;
 mod keys;
+mod modules;
 mod plan;
 mod run;
 mod spec;
@@ -30,6 +32,7 @@ mod workload;
 pub use assemble::Layout;
 pub use error::SpecError;
 pub use keys::KeyNames;
+pub use modules::ModuleWatcher;
 pub use run::{Finished, ProgramsRunTime, Run};
 pub use spec::{FilterSpec, Filters, ProbeSpec, Probed, SessionSpec, Targets};
 pub use validate::{check_pid, check_processes, check_system, validate};

@@ -10,7 +10,8 @@ use aya::maps::{MapData, PerCpuHashMap};
 use profiler_common::{SlowCall, StackCapture, StackKey, StackTotals, names};
 
 use super::assemble::Layout;
-use super::spec::{Filters, SessionSpec, Targets};
+use super::modules::ModuleWatcher;
+use super::spec::{Filters, ProbeSpec, SessionSpec, Targets};
 use super::start;
 use super::workload::{Followed, MapsWatcher};
 use crate::attach::{self, RunLinks};
@@ -177,6 +178,16 @@ impl Run {
             total.run_count += info.run_count();
         }
         Ok(total)
+    }
+
+    /// A watcher of the probed functions' modules, and of modules loaded later that the
+    /// globs of `probe` would match; `None` for syscalls, or without loadable modules.
+    pub fn module_watcher(&self, probe: &ProbeSpec) -> Option<ModuleWatcher> {
+        if self.targets.is_empty() {
+            return None;
+        }
+        let asked = probe.targets.functions().iter().chain(&probe.children);
+        ModuleWatcher::new(&self.targets, asked.map(String::as_str))
     }
 
     /// Saves the mappings of the traced processes now.

@@ -38,6 +38,7 @@ mod kprobe_multi;
 mod kprobe_session;
 mod kvm_fallback;
 mod lifecycle;
+mod modules;
 mod peers;
 mod raw_syscalls;
 mod sampled_stacks;
@@ -264,6 +265,12 @@ pub const SCENARIOS: &[Scenario] = &[
         arch: Arch::X86_64,
         kernels: &[Kernel::V6_12, Kernel::V7],
         run: faults::cpu_hotplug_exact,
+    },
+    Scenario {
+        name: "module_functions",
+        arch: Arch::X86_64,
+        kernels: &[Kernel::V5_10, Kernel::V6_12, Kernel::V7],
+        run: modules::module_functions,
     },
     Scenario {
         name: "many_cpus_exact",

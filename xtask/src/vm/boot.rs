@@ -71,7 +71,7 @@ pub(super) fn boot(
         base,
         &run.extra_layers,
         (&init, &run.script),
-        &kernel.modules,
+        (&kernel.modules, &kernel.loadable),
         &initrd,
     )?;
 

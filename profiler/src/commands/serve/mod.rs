@@ -23,7 +23,7 @@ use anyhow::Context as _;
 
 use super::args::{DEFAULT_STACK_MAP_SIZE, ProbeArgs, worded};
 use crate::model::Recording;
-use crate::session::{self, Run, SessionSpec, Signals};
+use crate::session::{self, ModuleWatcher, Run, SessionSpec, Signals};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -106,6 +106,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
     let started = Instant::now();
     workload.release()?;
     let what = run.layout().attached();
+    let mut modules = run.module_watcher(&spec.probe);
+    let mut modules_ticker = tokio::time::interval(ModuleWatcher::PERIOD);
     let index = format!(
         "hotprof {} exporter: {what}: {}\n\n/metrics  Prometheus metrics (OpenMetrics, or protobuf with native histograms, if the Accept header asks for it)\n",
         env!("CARGO_PKG_VERSION"),
@@ -149,6 +151,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
             status = workload.exit(), if workload.running() => {
                 exit_code = status?;
                 eprintln!("hotprof: workload exited with code {exit_code}; still serving, SIGINT/SIGTERM to stop");
+            }
+            _ = modules_ticker.tick(), if modules.is_some() => {
+                for note in modules.as_mut().map(|m| m.poll(started.elapsed())).unwrap_or_default() {
+                    eprintln!("hotprof: note: {note}");
+                }
             }
             result = &mut server => {
                 server_error = Some(match result {
