@@ -17,6 +17,7 @@ pub mod clock;
 pub mod fileio;
 pub mod marker;
 pub mod report;
+pub mod screen;
 pub mod workers;
 
 pub use cli::{Args, Error, run_main};

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail, ensure};
 
 use crate::host::{binaries, bpf_program_ids, output, programs_left};
+use crate::top_screen::{histogram_calls, row_names, since_start_calls};
 
 /// getpid calls the workload makes: a second or so under the probes.
 const CALLS: u64 = 300_000;
@@ -72,18 +73,7 @@ pub fn top_in_tmux() -> Result<()> {
     pane.keys(&["Enter"])?;
     let title = format!("getpid: latency since start, {CALLS} calls");
     let screen = pane.wait_for("getpid's histogram", |screen| screen.contains(&title))?;
-    let binned: u64 = screen
-        .lines()
-        .filter(|line| line.starts_with('['))
-        .filter_map(|line| {
-            line.split(')')
-                .nth(1)?
-                .split_whitespace()
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum();
+    let binned = histogram_calls(&screen);
     ensure!(
         binned == CALLS,
         "getpid's histogram rows hold {binned} calls, want {CALLS}:\n{screen}"
@@ -212,34 +202,6 @@ fn read_calls(hotprof: &Path, syscall_lat: &Path) -> Result<u64> {
     let read = count("read").context("no read in hotprof --json's recording")?;
     ensure!(read > 0, "the workload made no read call to count");
     Ok(read)
-}
-
-/// The table's rows: the lines under its `NAME` header, up to the first blank one.
-fn row_names(screen: &str) -> Vec<String> {
-    screen
-        .lines()
-        .skip_while(|line| !line.starts_with("NAME "))
-        .skip(1)
-        .take_while(|line| !line.trim().is_empty())
-        .filter_map(|line| line.split_whitespace().next())
-        .map(str::to_owned)
-        .collect()
-}
-
-/// The since-start CALLS column of row `name`, read at the header's column.
-fn since_start_calls(screen: &str, name: &str) -> Option<u64> {
-    let header = screen.lines().find(|line| line.starts_with("NAME "))?;
-    let (at, _) = header
-        .match_indices("CALLS")
-        .find(|(at, _)| !header[*at..].starts_with("CALLS/S"))?;
-    // Columns in characters, not bytes: a row's `µs` is two bytes wide.
-    let column = header[..at].chars().count();
-    let row = screen
-        .lines()
-        .skip_while(|line| !line.starts_with("NAME "))
-        .find(|line| line.split_whitespace().next() == Some(name))?;
-    let rest: String = row.chars().skip(column).collect();
-    rest.split_whitespace().next()?.parse().ok()
 }
 
 /// A tmux session running one `hotprof top` command, then a shell line that prints its exit

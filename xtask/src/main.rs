@@ -26,6 +26,7 @@ mod scenarios;
 mod setup;
 mod soak;
 mod test;
+mod top_screen;
 mod util;
 mod vm;
 

@@ -43,6 +43,7 @@ mod peers;
 mod raw_syscalls;
 mod sampled_stacks;
 mod stacks;
+mod top;
 mod tracing_multi;
 
 /// A named end-to-end test, the guest architecture and the kernels it runs on.
@@ -271,6 +272,12 @@ pub const SCENARIOS: &[Scenario] = &[
         arch: Arch::X86_64,
         kernels: &[Kernel::V5_10, Kernel::V6_12, Kernel::V7],
         run: modules::module_functions,
+    },
+    Scenario {
+        name: "top_in_guest",
+        arch: Arch::X86_64,
+        kernels: &[Kernel::V6_12, Kernel::V7],
+        run: top::top_in_guest,
     },
     Scenario {
         name: "many_cpus_exact",

@@ -77,6 +77,9 @@ mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 # As udev would: /dev/fd, which programs write through (sid's bpftrace compiles to /dev/fd/N).
 ln -s /proc/self/fd /dev/fd
+# Pseudo-terminals (`pty_run`, which drives `hotprof top` in a guest).
+mkdir -p /dev/pts
+mount -t devpts devpts /dev/pts
 mount -t tracefs tracefs /sys/kernel/tracing
 mount -t debugfs debugfs /sys/kernel/debug
 mount -t bpf bpf /sys/fs/bpf
