@@ -293,15 +293,15 @@ fn version_key(name: &str) -> Vec<u64> {
 }
 
 fn download(kernel: Kernel, arch: Arch, package: &str) -> Result<KernelImage> {
-    step(
-        "kernel",
-        &format!("{kernel}: fetching {package} and its modules"),
-    );
+    let modules_package = modules_package(package, arch);
+    let also = modules_package
+        .as_ref()
+        .map_or(String::new(), |modules| format!(" and {modules}"));
+    step("kernel", &format!("{kernel}: fetching {package}{also}"));
     let dir = kernel.cache_dir(arch);
     fs::create_dir_all(&dir).with_context(|| format!("could not create {}", dir.display()))?;
     let work = tempfile::tempdir_in(&dir)
         .with_context(|| format!("could not create a scratch directory in {}", dir.display()))?;
-    let modules_package = modules_package(package);
     let packages: Vec<&str> = [Some(package), modules_package.as_deref()]
         .into_iter()
         .flatten()
@@ -362,10 +362,14 @@ fn download(kernel: Kernel, arch: Arch, package: &str) -> Result<KernelImage> {
     Ok(image)
 }
 
-/// The package holding the modules of sid's split kernel packages
-/// (`linux-binary-unsigned-7.2.13+deb14-cloud-amd64` → `linux-modules-7.2.13+deb14-cloud-amd64`);
-/// Debian 11 and 12's images carry their modules themselves.
-fn modules_package(image: &str) -> Option<String> {
+/// The package holding the [`LOADABLE_MODULES`] of sid's split kernel packages
+/// (`linux-binary-unsigned-7.2.13+deb14-cloud-amd64` → `linux-modules-7.2.13+deb14-cloud-amd64`,
+/// 23 MB); Debian 11 and 12's images carry their modules themselves. Only where a scenario
+/// loads them (x86-64's cloud kernels): the rt flavour's modules are every driver's (108 MB).
+fn modules_package(image: &str, arch: Arch) -> Option<String> {
+    if arch != Arch::X86_64 || !image.contains("-cloud-") {
+        return None;
+    }
     ["linux-binary-unsigned-", "linux-binary-"]
         .iter()
         .find_map(|prefix| image.strip_prefix(prefix))
@@ -443,15 +447,28 @@ linux-binary-unsigned-7.10.1+deb14-cloud-amd64 - Linux 7.10.1 for x86-64 cloud (
     }
 
     #[test]
-    fn sid_images_have_their_modules_in_their_own_package() {
+    fn sid_cloud_images_on_x86_have_their_modules_fetched_from_their_own_package() {
         assert_eq!(
-            modules_package("linux-binary-unsigned-7.2.13+deb14-rt-amd64").as_deref(),
-            Some("linux-modules-7.2.13+deb14-rt-amd64")
+            modules_package(
+                "linux-binary-unsigned-7.2.13+deb14-cloud-amd64",
+                Arch::X86_64
+            )
+            .as_deref(),
+            Some("linux-modules-7.2.13+deb14-cloud-amd64")
         );
-        assert_eq!(
-            modules_package("linux-image-6.12.117+deb12-cloud-amd64-unsigned"),
-            None
-        );
+        for (image, arch) in [
+            (
+                "linux-image-6.12.117+deb12-cloud-amd64-unsigned",
+                Arch::X86_64,
+            ),
+            ("linux-binary-unsigned-7.2.13+deb14-rt-amd64", Arch::X86_64),
+            (
+                "linux-binary-unsigned-7.2.13+deb14-cloud-arm64",
+                Arch::Aarch64,
+            ),
+        ] {
+            assert_eq!(modules_package(image, arch), None, "{image}");
+        }
     }
 
     #[test]
