@@ -278,8 +278,6 @@ fn read_u32(bytes: &[u8], at: usize) -> Option<u32> {
 
 static KERNEL_BTF: OnceLock<Result<BtfIndex<'static>, KernelBtfError>> = OnceLock::new();
 
-/// The kernel's BTF index, read on first use. (Its bytes live as long as the process: the
-/// index borrows them.)
 /// Why a loadable module's function has no trampoline target for hotprof: its BTF is the
 /// module's own (`/sys/kernel/btf/MODULE`, split from vmlinux's), and a program for it is
 /// loaded against that BTF object; hotprof reads vmlinux's alone. `None` for the kernel's
@@ -293,6 +291,8 @@ pub fn module_refusal(target: &crate::resolve::Target) -> Option<String> {
     })
 }
 
+/// The kernel's BTF index, read on first use. (Its bytes live as long as the process: the
+/// index borrows them.)
 pub fn kernel_btf() -> Result<&'static BtfIndex<'static>, KernelBtfError> {
     KERNEL_BTF
         .get_or_init(|| {
