@@ -30,9 +30,13 @@ pub(super) fn signals_script(args: &str, cases: &[&str]) -> String {
     let mut script = format!(
         r#"
 start() {{
+  # The last case's output goes first: the background job truncates it only once it runs,
+  # and a look before that found the last case's `attached` (seen in a rehearsal: TERM's
+  # status ran before its hotprof had attached).
+  rm -f /out/run.txt
   hotprof {args} --no-calibrate -- sleeper 100000 10000 > /out/run.txt 2>&1 &
   pid=$!
-  for i in $(seq 1 60); do grep -q attached /out/run.txt && break; sleep 1; done
+  for i in $(seq 1 60); do grep -q attached /out/run.txt 2> /dev/null && break; sleep 1; done
   hotprof status > /dev/null; echo "during_$1=$?"
 }}
 after() {{
