@@ -63,15 +63,14 @@ impl Scenario {
 
     /// Whether no other guest may run beside it (`cargo xtask test --jobs`): its guest keeps
     /// more than one host core busy for long (8 vCPUs, process storms, an exporter and its
-    /// scraper, the peers' tools), or it counts what happens per second.
+    /// scraper, the peers' tools), or it counts what happens per second (the runner adds
+    /// `soak.rs`'s soaks, which build on this module).
     pub fn runs_alone(&self) -> bool {
         [
             "many_cpus_exact",
             "process_storm_exact",
             "busy_exporter",
             exporter::EXPORTER_SOAK.name,
-            crate::soak::SOAK.name,
-            crate::soak::RT_SOAK.name,
             peers::NAME,
         ]
         .contains(&self.name)

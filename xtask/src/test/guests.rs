@@ -66,12 +66,15 @@ pub(super) fn run_scenarios(
             && !running.iter().any(|run| run.alone)
             && let Some(&(scenario, kernel)) = queue.front()
         {
-            if scenario.runs_alone() && !running.is_empty() {
+            // The soaks too: they count what happens per second.
+            let alone =
+                scenario.runs_alone() || SOAKS.iter().any(|soak| soak.name == scenario.name);
+            if alone && !running.is_empty() {
                 break;
             }
             queue.pop_front();
             let name = instance(scenario, kernel);
-            match Running::start(&name, scenario.runs_alone(), vm_timeout, verbose, live) {
+            match Running::start(&name, alone, vm_timeout, verbose, live) {
                 Ok(run) => running.push(run),
                 Err(err) => {
                     results.record(&name, Duration::ZERO, Err(err));
