@@ -1,9 +1,9 @@
 //! Loadable modules coming and going while a run is attached.
 //!
 //! What the kernel does when a probed module function's module is unloaded depends on the
-//! mechanism (checked on 6.12 and 7.2 with `dummy`): a kprobe.multi or kprobe.session link,
-//! and a BPF trampoline, hold a reference on the module, so `rmmod` fails (EAGAIN) until
-//! hotprof detaches; a perf kprobe does not: the module goes, the kprobe is marked gone and
+//! mechanism (checked on 6.12 and 7.2 with `dummy`): a kprobe.multi or kprobe.session link
+//! holds a reference on the module, so `rmmod` fails (EAGAIN) until hotprof detaches (fentry
+//! does not take module functions here: not checked); a perf kprobe does not: the module goes, the kprobe is marked gone and
 //! stays gone even if the module is loaded again. hotprof keeps the calls counted until then
 //! and says so once, here. Globs are resolved once, at start: a module loaded later whose
 //! functions a glob would match is not probed, and that is said too rather than left silent.
@@ -30,8 +30,13 @@ impl ModuleWatcher {
     pub const PERIOD: Duration = Duration::from_secs(1);
 
     /// A watcher for `targets` (the probed functions) and the names and globs asked for;
-    /// `None` on a kernel without loadable modules (no `/proc/modules`).
+    /// `None` where there is nothing to watch (no module function probed, no glob asked for)
+    /// or no loadable modules (no `/proc/modules`).
     pub fn new<'a>(targets: &[Target], asked: impl IntoIterator<Item = &'a str>) -> Option<Self> {
+        let asked: Vec<&str> = asked.into_iter().collect();
+        if targets.iter().all(|t| t.module.is_none()) && !asked.iter().any(|a| is_glob(a)) {
+            return None;
+        }
         let text = std::fs::read_to_string("/proc/modules").ok()?;
         Some(Self::with_loaded(targets, asked, loaded_modules(&text)))
     }
