@@ -65,8 +65,10 @@ pub const HASHED_TASKS_MAX: u32 = 16384;
 pub struct Frame {
     /// `bpf_ktime_get_ns()` at entry.
     pub entry_ns: u64,
-    /// Stack pointer at entry (kprobe mode), used to pair a return with its own entry even
-    /// when a kretprobe was missed in between. Zero where unknown (fentry, tracepoints).
+    /// Where on the task's kernel stack the call was entered ([`frame_returned`]): the stack
+    /// pointer (kprobes, call sites), which also pairs a kretprobe's return with its own entry
+    /// when a return was missed in between; the BPF trampoline's context (fentry). Zero where
+    /// unknown (a syscall's entry tracepoint).
     pub entry_sp: u64,
     /// The task's accumulated off-CPU time when the frame was entered (`--off-cpu`).
     pub off_cpu_at_entry: u64,
@@ -92,6 +94,19 @@ pub struct Frame {
     /// `--counter`: the CPU whose events were read at entry.
     pub pmu_cpu: u32,
     pub _pad: u32,
+}
+
+/// Whether an open frame's call has certainly returned, seen from a later entry on the same
+/// task: its return program never ran (the kernel skips a tracing program it finds already
+/// running on the CPU, counted in its misses, which a preempted program causes on PREEMPT_RT),
+/// and the frame would stay open for the task's life. `mark` is the frame's
+/// [`Frame::entry_sp`]; `reach` the highest mark the new entry proves returned: a call still
+/// running lies above the new entry on the stack (it grows down), so a frame entered at or
+/// below `reach` is done. Only within one `stack_align`-aligned block: a probe in an interrupt
+/// runs on the task's frames but another stack, whose addresses say nothing about this one.
+#[inline(always)]
+pub fn frame_returned(mark: u64, reach: u64, stack_align: u64) -> bool {
+    mark != 0 && mark <= reach && reach <= (mark | (stack_align - 1))
 }
 
 /// PMU events one run can count per call (`--counter`): each is read at every entry and
@@ -418,4 +433,39 @@ mod pod {
     // multiple of its alignment, the size a multiple of 8), so no padding, and any bit
     // pattern is valid.
     unsafe impl aya::Pod for super::TaskFrames {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::frame_returned;
+
+    const ALIGN: u64 = 16 << 10;
+    /// An address in the middle of a task's 16 KiB kernel stack.
+    const STACK: u64 = 0xffff_c900_0012_2000;
+
+    #[test]
+    fn a_frame_entered_at_or_below_an_entry_has_returned() {
+        // fentry: the same trampoline context again (the next call from the same place).
+        assert!(frame_returned(STACK, STACK, ALIGN));
+        // A call entered deeper than a new entry's point.
+        assert!(frame_returned(STACK - 0x300, STACK, ALIGN));
+    }
+
+    #[test]
+    fn a_frame_above_an_entry_is_still_running() {
+        // The new entry is nested in the frame's call.
+        assert!(!frame_returned(STACK, STACK - 0x80, ALIGN));
+        // kprobes: a tail call enters at its caller's stack pointer, whose frame is open;
+        // reach is one below the new entry's pointer.
+        assert!(!frame_returned(STACK, STACK - 1, ALIGN));
+    }
+
+    #[test]
+    fn another_stack_says_nothing() {
+        // An interrupt's stack, in another block higher up.
+        assert!(!frame_returned(STACK, STACK + ALIGN, ALIGN));
+        assert!(!frame_returned(STACK, STACK + 0x4000, ALIGN));
+        // Unknown marks are never closed.
+        assert!(!frame_returned(0, STACK, ALIGN));
+    }
 }

@@ -20,7 +20,7 @@ use profiler_common::Counter;
 use crate::arch;
 use crate::config::{FORK_CHILD_PID_OFFSET, config};
 use crate::counters::count;
-use crate::frames::{ReturnOf, TGIDS, enter, leave, on_exit};
+use crate::frames::{EntryAt, ReturnOf, TGIDS, enter, leave, on_exit};
 use crate::keys::{EntryContext, ExitContext};
 use crate::store;
 
@@ -174,7 +174,7 @@ fn kprobe_enter(ctx: &ProbeContext, func: u32) {
     // SAFETY: `ctx.regs` is the pt_regs the kernel passed to this kprobe, valid for reads for
     // the whole run; the verifier checks the read is within the context.
     let sp = arch::stack_pointer(unsafe { &*ctx.regs });
-    enter(ctx, func, Some(sp));
+    enter(ctx, func, EntryAt::StackPointer(sp));
 }
 
 /// One kprobe program per function slot, like the fentry slots: the slot number is the
@@ -268,7 +268,7 @@ macro_rules! fentry_slots {
     ($($entry:ident $exit:ident $id:literal),* $(,)?) => {$(
         #[fentry]
         pub fn $entry(ctx: FEntryContext) -> u32 {
-            enter(&ctx, $id, None);
+            enter(&ctx, $id, EntryAt::Trampoline(ctx.as_ptr() as u64));
             0
         }
 
@@ -308,7 +308,11 @@ fentry_slots!(
 /// [`FENTRY_SLOTS`]: profiler_common::FENTRY_SLOTS
 #[fentry]
 pub fn fentry_multi_entry(ctx: FEntryContext) -> u32 {
-    enter(&ctx, attach_cookie(&ctx), None);
+    enter(
+        &ctx,
+        attach_cookie(&ctx),
+        EntryAt::Trampoline(ctx.as_ptr() as u64),
+    );
     0
 }
 
@@ -325,7 +329,7 @@ macro_rules! syscall_slots {
     ($($enter:ident $exit:ident $id:literal),* $(,)?) => {$(
         #[tracepoint]
         pub fn $enter(ctx: TracePointContext) -> u32 {
-            enter(&ctx, $id, None);
+            enter(&ctx, $id, EntryAt::FromUser);
             0
         }
 

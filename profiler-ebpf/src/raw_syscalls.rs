@@ -19,7 +19,7 @@ use aya_ebpf::{
 
 use crate::arch;
 use crate::config::{THREAD_INFO_STATUS_OFFSET, config};
-use crate::frames::{ReturnOf, enter, leave};
+use crate::frames::{EntryAt, ReturnOf, enter, leave};
 use crate::keys::{EntryContext, ExitContext};
 
 /// Syscall numbers the table covers: x86-64's and arm64's numbers stay below 512 (about 470
@@ -111,7 +111,7 @@ pub fn raw_sys_enter(ctx: RawTracePointContext) -> i32 {
     if let Some(slot) = traced_slot(nr)
         && native()
     {
-        enter(&ctx, slot, None);
+        enter(&ctx, slot, EntryAt::FromUser);
     }
     0
 }

@@ -10,7 +10,7 @@ use aya_ebpf::{
     programs::BtfTracePointContext,
 };
 
-use crate::frames::{ReturnOf, enter, leave};
+use crate::frames::{EntryAt, ReturnOf, enter, leave};
 use crate::keys::{EntryContext, ExitContext};
 use crate::arch;
 use crate::raw_syscalls::{regs_arg, traced_slot};
@@ -56,7 +56,7 @@ pub fn btf_sys_enter(ctx: BtfTracePointContext) -> i32 {
     if let Some(slot) = traced_slot(nr)
         && native()
     {
-        enter(&ctx, slot, None);
+        enter(&ctx, slot, EntryAt::FromUser);
     }
     0
 }

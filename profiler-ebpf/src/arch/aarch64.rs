@@ -25,6 +25,11 @@ pub(crate) fn return_value(regs: &pt_regs) -> u64 {
     regs.regs[0]
 }
 
+/// The alignment of a task's kernel stack (`THREAD_SIZE` 16 KiB with 4 KiB pages, aligned to
+/// twice that with vmapped stacks; larger pages only make this stricter): two addresses in
+/// one such block are on the same stack.
+pub(crate) const STACK_ALIGN: u64 = 16 << 10;
+
 #[inline(always)]
 pub(crate) fn stack_pointer(regs: &pt_regs) -> u64 {
     regs.sp
