@@ -55,6 +55,10 @@ impl ModuleWatcher {
                     .push(target.symbol.clone());
             }
         }
+        // Loaded when they were resolved: one unloaded since (while the probes attached) is
+        // said at the first look.
+        let mut loaded = loaded;
+        loaded.extend(probed.keys().cloned());
         Self {
             probed,
             globs: asked
@@ -218,6 +222,18 @@ loop 40960 0 - Live 0xffffffffc0420000
         // Back again: nothing more is said (and with no glob asked for, nothing is read).
         let back = loaded_modules(MODULES);
         assert!(w.changes(back, Duration::from_secs(5), not_read).is_empty());
+    }
+
+    /// Unloaded between the resolving and the watcher's first read (the probes attaching
+    /// meanwhile): said at the first look, not missed.
+    #[test]
+    fn a_probed_module_gone_before_the_watcher_started_is_said() {
+        let targets = [target("dummy_xmit", Some("dummy"))];
+        let without = loaded_modules("loop 40960 0 - Live 0xffffffffc0420000\n");
+        let mut w = ModuleWatcher::with_loaded(&targets, ["dummy_xmit"], without.clone());
+        let notes = w.changes(without, Duration::from_secs(1), not_read);
+        assert_eq!(notes.len(), 1);
+        assert!(notes[0].starts_with("module dummy was unloaded 1.0 s in: dummy_xmit"));
     }
 
     #[test]

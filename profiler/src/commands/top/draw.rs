@@ -22,12 +22,16 @@ pub struct Header<'a> {
     pub uptime: Duration,
     pub period: Duration,
     pub cost: &'a OwnCost,
+    /// The newest note about the run (a probed module unloaded, a module a glob matches
+    /// loaded), kept on screen until another replaces it.
+    pub note: Option<&'a str>,
 }
 
 /// The whole screen.
 pub fn screen(frame: &mut Frame, header: &Header, table: &Table) {
+    let header_height = if header.note.is_some() { 4 } else { 3 };
     let [top, middle, bottom] = Layout::vertical([
-        Constraint::Length(3),
+        Constraint::Length(header_height),
         Constraint::Min(3),
         Constraint::Length(1),
     ])
@@ -50,11 +54,15 @@ fn header_lines<'a>(header: &'a Header, table: &Table) -> Text<'a> {
     if table.paused {
         first.push_str("  [PAUSED]");
     }
-    Text::from(vec![
+    let mut lines = vec![
         Line::from(first).style(Style::new().add_modifier(Modifier::BOLD)),
         Line::from(header.workload.clone().unwrap_or_default()),
         Line::from(header.cost.describe()),
-    ])
+    ];
+    if let Some(note) = header.note {
+        lines.push(Line::from(format!("note: {note}")));
+    }
+    Text::from(lines)
 }
 
 fn seconds(duration: Duration) -> String {

@@ -6,7 +6,8 @@
 //! start" ([`table`] keeps the rows, [`draw`] renders them). While it runs, the kernel's BPF
 //! run-time statistics are on, so the header shows what hotprof's programs cost ([`cost`]);
 //! they are restored on exit. The workload's output is kept off the screen (its last line is
-//! shown). q, Ctrl-C, SIGINT and SIGTERM end it: the terminal is restored (on an error or a
+//! shown), and the newest note on modules coming and going ([`ModuleWatcher`]). q, Ctrl-C,
+//! SIGINT and SIGTERM end it: the terminal is restored (on an error or a
 //! panic too), then the probes are detached.
 
 mod cost;
@@ -25,7 +26,7 @@ use self::input::{Keys, TerminalEvent};
 use self::table::{Input, Outcome, Table};
 use super::args::{DEFAULT_STACK_MAP_SIZE, ProbeArgs, worded};
 use crate::model::Snapshot;
-use crate::session::{self, ProgramsRunTime, Run, SessionSpec, Signals};
+use crate::session::{self, ModuleWatcher, ProgramsRunTime, Run, SessionSpec, Signals};
 use crate::units::parse_duration;
 use crate::workload::WorkloadOutput;
 
@@ -182,6 +183,10 @@ pub async fn run(args: TopArgs) -> anyhow::Result<i32> {
     };
     let mut exited: Option<i32> = None;
     let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + args.delay, args.delay);
+    // Modules coming and going, as `record` and `serve` watch them; said on the screen.
+    let mut modules = run.module_watcher(&spec.probe);
+    let mut modules_ticker = tokio::time::interval(ModuleWatcher::PERIOD);
+    let mut note: Option<String> = None;
     let command = args.command.join(" ");
     loop {
         let workload_line = workload.is_some().then(|| {
@@ -200,6 +205,7 @@ pub async fn run(args: TopArgs) -> anyhow::Result<i32> {
             uptime: started.elapsed(),
             period: args.delay,
             cost: &own_cost,
+            note: note.as_deref(),
         };
         screen
             .0
@@ -227,6 +233,12 @@ pub async fn run(args: TopArgs) -> anyhow::Result<i32> {
                     Some(Ok(TerminalEvent::Resized)) => {}
                     Some(Err(error)) => return Err(error).context("cannot read the terminal"),
                     None => bail!("the terminal's key reader stopped"),
+                }
+            }
+            _ = modules_ticker.tick(), if modules.is_some() => {
+                let notes = modules.as_mut().map(|m| m.poll(started.elapsed())).unwrap_or_default();
+                if !notes.is_empty() {
+                    note = Some(notes.join("; "));
                 }
             }
             _ = ticker.tick() => {
