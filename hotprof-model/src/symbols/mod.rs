@@ -38,6 +38,12 @@ pub enum ResolveError {
     Blacklisted { name: String },
     #[error("no kernel function matches '{pattern}'")]
     NoMatch { pattern: String },
+    #[error(
+        "every function '{pattern}' matches shares its name with another ({}): a kprobe cannot \
+         name one of them (the kernel refuses, EADDRNOTAVAIL); probe their callers instead",
+        .names.join(", ")
+    )]
+    OnlySharedNames { pattern: String, names: Vec<String> },
 }
 
 /// ` (did you mean: a, b?)`, or nothing.
@@ -68,6 +74,9 @@ pub struct Target {
 pub struct KernelFunctions {
     symbols: Vec<KernelSymbol>,
     by_name: HashMap<String, usize>,
+    /// Names more than one function has (static functions of different files, a module's
+    /// function named as one of vmlinux's).
+    shared: HashSet<String>,
     traceable: Option<HashSet<String>>,
     blacklist: Option<HashSet<String>>,
 }
@@ -80,7 +89,15 @@ impl KernelFunctions {
     pub fn new(kallsyms: &[u8], filter_functions: Option<&[u8]>, blacklist: Option<&[u8]>) -> Self {
         let symbols = parse_kallsyms(kallsyms);
         let mut by_name: HashMap<String, usize> = HashMap::with_capacity(symbols.len());
+        let mut shared = HashSet::new();
         for (index, symbol) in symbols.iter().enumerate() {
+            if symbol.is_function()
+                && by_name
+                    .get(&symbol.name)
+                    .is_some_and(|&existing| symbols[existing].is_function())
+            {
+                shared.insert(symbol.name.clone());
+            }
             // Prefer the function over a same-named data symbol, and the first occurrence.
             match by_name.get(&symbol.name) {
                 Some(&existing) if symbols[existing].is_function() || !symbol.is_function() => {}
@@ -92,6 +109,7 @@ impl KernelFunctions {
         Self {
             symbols,
             by_name,
+            shared,
             traceable: filter_functions.map(parse_filter_functions),
             blacklist: blacklist.map(parse_blacklist),
         }
@@ -195,9 +213,13 @@ impl KernelFunctions {
         }
     }
 
+    /// A glob's functions. A name two functions share is left out, and said in a note on the
+    /// first target: a kprobe names its function, and the kernel refuses an ambiguous name
+    /// (EADDRNOTAVAIL, 6.6 and the stable kernels before), which failed the whole run; the
+    /// other mechanisms would time one of the two under a name that means both.
     fn resolve_glob(&self, pattern: &str) -> Result<Vec<Target>, ResolveError> {
         let mut seen = BTreeSet::new();
-        let targets: Vec<Target> = self
+        let (shared, mut targets): (Vec<&KernelSymbol>, Vec<&KernelSymbol>) = self
             .symbols
             .iter()
             .filter(|s| s.is_function() && glob_match(pattern, &s.name))
@@ -207,14 +229,36 @@ impl KernelFunctions {
             // __init code freed after boot and notrace functions.
             .filter(|s| self.is_traceable(&s.name) != Some(false))
             .filter(|s| seen.insert(s.name.clone()))
-            .map(|s| self.target(s, None))
-            .collect();
+            .partition(|s| self.shared.contains(&s.name));
+        let shared: Vec<String> = shared.into_iter().map(|s| s.name.clone()).collect();
         if targets.is_empty() {
-            return Err(ResolveError::NoMatch {
-                pattern: pattern.into(),
+            return Err(if shared.is_empty() {
+                ResolveError::NoMatch {
+                    pattern: pattern.into(),
+                }
+            } else {
+                ResolveError::OnlySharedNames {
+                    pattern: pattern.into(),
+                    names: shared,
+                }
             });
         }
-        Ok(targets)
+        let note = (!shared.is_empty()).then(|| {
+            format!(
+                "'{pattern}' leaves out {}: {} shared with another function, which a kprobe \
+                 cannot tell apart",
+                shared.join(", "),
+                if shared.len() == 1 {
+                    "a name"
+                } else {
+                    "names each"
+                }
+            )
+        });
+        let first = targets.remove(0);
+        Ok(std::iter::once(self.target(first, note))
+            .chain(targets.into_iter().map(|s| self.target(s, None)))
+            .collect())
     }
 
     /// Every function symbol matching `pattern`, blacklisted ones included (for `hotprof list`).
@@ -316,6 +360,30 @@ ffffffff810000a0 T _copy_to_user\n\
 ffffffff810000b0 t nmi_handle\n";
     const FILTER: &[u8] = b"__x64_sys_getpid\n__audit_filter_op\ncopy_page_to_iter\ndo_thing\n";
     const BLACKLIST: &[u8] = b"0xffffffff810000b0-0xffffffff810000c0\tnmi_handle\n";
+
+    #[test]
+    fn globs_leave_out_names_two_functions_share_and_say_so() {
+        let kallsyms = b"ffffffff81000010 t dummy_handler\n\
+ffffffff81000020 t dummy_irq\n\
+ffffffff81000030 t dummy_handler\n\
+ffffffff81000040 d dummy_data\n\
+ffffffffc0000010 t dummy_xmit\t[dummy]\n";
+        let kernel = KernelFunctions::new(kallsyms, None, None);
+        let targets = kernel.resolve("dummy_*", &no_btf).unwrap();
+        let names: Vec<&str> = targets.iter().map(|t| t.symbol.as_str()).collect();
+        assert_eq!(names, ["dummy_irq", "dummy_xmit"]);
+        assert_eq!(
+            targets[0].note.as_deref(),
+            Some(
+                "'dummy_*' leaves out dummy_handler: a name shared with another function, \
+                 which a kprobe cannot tell apart"
+            )
+        );
+        assert_eq!(targets[1].note, None);
+        let error = kernel.resolve("dummy_h*", &no_btf).unwrap_err();
+        assert!(matches!(error, ResolveError::OnlySharedNames { .. }));
+        assert!(error.to_string().contains("(dummy_handler)"), "{error}");
+    }
 
     fn kernel() -> KernelFunctions {
         KernelFunctions::new(KALLSYMS, Some(FILTER), Some(BLACKLIST))

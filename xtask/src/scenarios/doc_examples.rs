@@ -12,6 +12,8 @@ use crate::build::guest_bin_dir;
 use crate::examples::{all_blocks, check_output, print_plan, script, select, slowest, unique};
 use crate::util::workspace_root;
 
+pub const NAME: &str = "doc_examples";
+
 pub fn doc_examples_run(ctx: &mut Ctx) -> Result<()> {
     let hotprof = guest_bin_dir(Arch::X86_64).join("hotprof");
     let blocks = select(&unique(all_blocks(&hotprof, &workspace_root())?), true)?;

@@ -75,6 +75,12 @@ impl Scenario {
         ]
         .contains(&self.name)
     }
+
+    /// Whether it starts before the other scenarios beside it: the longest (`doc_examples`,
+    /// ~280 s where most take under a minute), so that it does not end the run alone.
+    pub fn starts_early(&self) -> bool {
+        self.name == doc_examples::NAME
+    }
 }
 
 /// The scenarios every kernel of the matrix runs: exact counts in each mode, cleanup after
@@ -327,7 +333,7 @@ pub const SCENARIOS: &[Scenario] = &[
         run: raw_syscalls::raw_syscalls_exact,
     },
     Scenario {
-        name: "doc_examples",
+        name: doc_examples::NAME,
         arch: Arch::X86_64,
         kernels: &[Kernel::V6_12],
         run: doc_examples::doc_examples_run,

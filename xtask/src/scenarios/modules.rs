@@ -93,6 +93,12 @@ wait
 {UP} || echo up_failed
 "#
     );
+    // A glob over a name two functions share (Debian's vmlinux has two static
+    // `dummy_handler`s): left out with a note, the rest probed, even by perf kprobes.
+    script += r#"shared=$(grep -cE ' [tT] dummy_handler$' /proc/kallsyms)
+hotprof --fn 'dummy_*' --mode kprobe --no-kprobe-multi --no-calibrate --duration 1s > /tmp/shared.txt 2>&1; echo "shared_rc=$? shared_names=$shared"
+grep -h 'leaves out' /tmp/shared.txt
+"#;
     script += &format!(
         r#"rmmod dummy
 hotprof --fn '*_get_stats64' --no-calibrate --duration 30s > /tmp/late.txt 2>&1 &
@@ -125,6 +131,7 @@ hotprof status > /dev/null; echo "status_end=$?"
         check_unload_refused_under_links(&guest)?;
     }
     check_note_in_top(&guest)?;
+    check_shared_names(&guest)?;
     check_late_module(&guest)
 }
 
@@ -235,6 +242,33 @@ fn check_unload_refused_under_links(guest: &Guest) -> Result<()> {
         record_notes(guest, "went with it").len() == 1,
         "a note said a function went while its module was held"
     );
+    Ok(())
+}
+
+/// A glob matching a name two functions share runs, leaving that name out with a note.
+fn check_shared_names(guest: &Guest) -> Result<()> {
+    let line = guest
+        .lines_containing("shared_rc=")
+        .into_iter()
+        .next()
+        .context("no shared_rc= line")?;
+    let fields = Fields::parse("shared", &line);
+    ensure!(
+        fields.u64("shared_rc")? == 0,
+        "hotprof --fn 'dummy_*' in perf-kprobe mode failed: {line}"
+    );
+    let names = fields.u64("shared_names")?;
+    let notes = record_notes(guest, "leaves out");
+    if names < 2 {
+        println!("  shared names: this kernel has {names} dummy_handler, nothing to leave out");
+        return Ok(());
+    }
+    ensure!(
+        notes.len() == 1 && notes[0].contains("dummy_handler"),
+        "want one note that 'dummy_*' leaves out dummy_handler ({names} functions), got \
+         {notes:?}"
+    );
+    println!("  shared names: {}", notes[0]);
     Ok(())
 }
 

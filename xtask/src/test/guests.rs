@@ -4,7 +4,8 @@
 //!
 //! Why two: most scenarios keep one vCPU of their 2-vCPU guest busy (one workload thread
 //! under TCG), so a second guest takes the host's idle core. The scenarios whose guests keep
-//! more than one core busy, or that count rates, run alone ([`Scenario::runs_alone`]).
+//! more than one core busy, or that count rates, run alone ([`Scenario::runs_alone`]), all
+//! of them first ([`in_start_order`]).
 
 use std::collections::VecDeque;
 use std::fs;
@@ -57,7 +58,7 @@ pub(super) fn run_scenarios(
 ) {
     let live = jobs <= 1 || verbose;
     let jobs = if live { 1 } else { jobs };
-    let mut queue: VecDeque<_> = checks.iter().copied().collect();
+    let mut queue: VecDeque<_> = in_start_order(checks).into();
     let mut running: Vec<Running> = Vec::new();
     while !queue.is_empty() || !running.is_empty() {
         // Start what may start: a scenario that runs alone waits for the others to end, and
@@ -92,6 +93,22 @@ pub(super) fn run_scenarios(
         }
         running = still;
     }
+}
+
+/// The order the scenarios start in: those that run alone first, while nothing else runs
+/// (each one met later waits for the running ones to end, a guest slot idle meanwhile), the
+/// peers' last of them (their layer is built in the background meanwhile); then the longest
+/// of the rest, so that it does not end the run on its own; then the rest as listed.
+fn in_start_order(checks: &[(&'static Scenario, Kernel)]) -> Vec<(&'static Scenario, Kernel)> {
+    let rank = |scenario: &Scenario| match (scenario.runs_alone(), scenario.needs_peers()) {
+        (true, false) => 0,
+        (true, true) => 1,
+        (false, _) if scenario.starts_early() => 2,
+        (false, _) => 3,
+    };
+    let mut ordered = checks.to_vec();
+    ordered.sort_by_key(|(scenario, _)| rank(scenario));
+    ordered
 }
 
 /// A scenario's child process.
