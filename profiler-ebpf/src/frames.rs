@@ -125,23 +125,24 @@ pub(crate) enum EntryAt {
     FromUser,
 }
 
-/// Closes the innermost open frame if its call has returned without its return program
+/// Closes the innermost open frames whose calls have returned without their return program
 /// running: the kernel skips a program it finds already running on the CPU (a preempted one,
 /// on PREEMPT_RT: its misses), and a frame left open stays for the task's life, until
 /// `MAX_DEPTH` of them drop every entry (an hour's soak on 7.x-rt: 213). Counted as orphans,
-/// as frames a found return skips are. One frame per entry: a second such frame below is
-/// closed by a later entry, once it is innermost; the common case pays one comparison.
-/// Returns the depth left.
+/// as frames a found return skips are. Not only the innermost: each syscall starts its frames
+/// at a random depth (`randomize_kstack_offset`, on in Debian's kernels), so a frame left by
+/// an earlier call on the same path lies above the new entry about half the time; while the
+/// kernel skips a return program for a while, every call leaves a frame, and popping one at
+/// most per entry still let them pile up (the next hour: 36). Returns the depth left.
 #[inline(always)]
 fn close_returned(task: &mut TaskFrames, at: EntryAt) -> usize {
     let depth = task.depth as usize;
     if depth == 0 {
         return 0;
     }
-    let mark = task.frames[(depth - 1) & (MAX_DEPTH - 1)].entry_sp;
-    let returned = match at {
-        EntryAt::StackPointer(sp) => frame_returned(mark, sp.saturating_sub(1), arch::STACK_ALIGN),
-        EntryAt::Trampoline(address) => frame_returned(mark, address, arch::STACK_ALIGN),
+    let reach = match at {
+        EntryAt::StackPointer(sp) => sp.saturating_sub(1),
+        EntryAt::Trampoline(address) => address,
         EntryAt::FromUser => {
             core::hint::cold_path();
             count(Counter::OrphanedFrames, depth as u64);
@@ -149,13 +150,26 @@ fn close_returned(task: &mut TaskFrames, at: EntryAt) -> usize {
             return 0;
         }
     };
-    if !returned {
+    let innermost = task.frames[(depth - 1) & (MAX_DEPTH - 1)].entry_sp;
+    // The common case: the innermost frame is still running, one comparison.
+    if !frame_returned(innermost, reach, arch::STACK_ALIGN) {
         return depth;
     }
     core::hint::cold_path();
-    count(Counter::OrphanedFrames, 1);
-    task.depth = depth as u32 - 1;
-    depth - 1
+    // Keep the frames up to the innermost one still running. A fixed-trip scan with no early
+    // exit, as in `own_frame` (older verifiers reject the loop a `break` makes).
+    let mut keep = 0;
+    for index in 0..MAX_DEPTH {
+        if index < depth && !frame_returned(task.frames[index].entry_sp, reach, arch::STACK_ALIGN) {
+            keep = index + 1;
+        }
+    }
+    count(Counter::OrphanedFrames, (depth - keep) as u64);
+    task.depth = keep as u32;
+    // Read back, as in `leave`: out of the unrolled scan `keep` is a constant on each path,
+    // and the verifier would check the rest of the entry once per value.
+    // SAFETY: `task.depth` is a valid, aligned u32 of this task's frame stack, written above.
+    unsafe { core::ptr::read_volatile(&task.depth) as usize }
 }
 
 /// Records the entry of function `func` on the current task, entered `at`. The hot path (a

@@ -92,10 +92,12 @@ const ONE_HOUR: SoakLength = SoakLength {
 };
 
 impl SoakLength {
-    /// Boot (up to two under TCG), attach, the run and writing the flamegraph data: the
-    /// default 180 s guest timeout is for short scenarios.
+    /// Boot (up to two under TCG), attach, the run, writing the flamegraph data and the
+    /// workloads' ends, a sixth more for a loaded host (an hour's run with builds beside it
+    /// for its first half hour timed out at +300 s, its report written): the default 180 s
+    /// guest timeout is for short scenarios.
     fn vm_timeout(&self) -> Duration {
-        Duration::from_secs(self.seconds + 300)
+        Duration::from_secs(self.seconds + 300 + self.seconds / 6)
     }
 }
 /// RSS samples taken before this much time has passed are warm-up (symbol tables, first
