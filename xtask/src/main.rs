@@ -102,8 +102,8 @@ struct VmArgs {
     /// (TCG) with hotprof and the workloads built for it.
     #[arg(long, value_enum, default_value = "x86_64")]
     arch: Arch,
-    /// Seconds before a hung guest is killed, boot included. 10 s before that the guest
-    /// prints every process's kernel stack.
+    /// Seconds before a hung guest is killed, boot included, by this host's clock. 10 s
+    /// before that the guest prints every process's kernel stack.
     #[arg(long, default_value_t = 300)]
     timeout: u64,
     /// Where the files the command writes under /out land (default: target/vm-out/<kernel>,

@@ -10,8 +10,9 @@
 //!
 //! Markers carry a per-run nonce, so output that merely looks like one cannot confuse us.
 //!
-//! A hang is reported, not just killed: shortly before the timeout a watchdog in the guest
-//! prints every process with its kernel stack, and the error carries that dump.
+//! A hang is reported, not just killed: shortly before the timeout (by the host's clock; the
+//! guest's can run ahead) the host asks a watchdog in the guest, on the console's input, to
+//! print every process with its kernel stack, and the error carries that dump.
 //!
 //! The files below: `spec.rs` (what a run asks for and gives back), `qemu.rs` (accelerator and
 //! command line), `init.rs` (the guest's `/init` and its markers), `console.rs` (reading those

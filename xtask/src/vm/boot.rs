@@ -5,7 +5,7 @@
 use std::io::{self, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
-use std::process::Child;
+use std::process::{Child, ChildStdin};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use super::console::{Event, spawn_console_reader};
-use super::init::{init_script, nonce};
+use super::init::{WATCHDOG_REQUEST, init_script, nonce};
 use super::qemu::qemu_command;
 use super::scratch::scratch_dir;
 use super::spec::{Accel, VmRun};
@@ -28,8 +28,9 @@ pub(super) const BOOT_TIMEOUT: Duration = Duration::from_secs(90);
 /// How long qemu may take to exit after the guest reported everything.
 const POWEROFF_GRACE: Duration = Duration::from_secs(15);
 
-/// How long before the host's timeout the guest's watchdog dumps its processes: enough for
-/// the dump to reach us under TCG. Timeouts under twice this get no watchdog.
+/// How long before the host's timeout the host asks the guest's watchdog to dump its
+/// processes: enough for the dump to reach us under TCG. Timeouts under twice this get no
+/// watchdog.
 const WATCHDOG_MARGIN: Duration = Duration::from_secs(10);
 
 /// How long a qemu that complained about KVM may take to end by itself before it is stopped.
@@ -61,12 +62,8 @@ pub(super) fn boot(
     let (scratch, _lock) = scratch_dir()?;
     let marker = format!("@@xtask-{}@@", nonce());
     let initrd = scratch.path().join("initrd.cpio");
-    let watchdog_at = run
-        .timeout
-        .as_secs()
-        .checked_sub(WATCHDOG_MARGIN.as_secs())
-        .filter(|at| *at >= WATCHDOG_MARGIN.as_secs());
-    let init = init_script(&marker, watchdog_at, run.arch, !kernel.modules.is_empty());
+    let watchdog = run.timeout >= 2 * WATCHDOG_MARGIN;
+    let init = init_script(&marker, watchdog, run.arch, !kernel.modules.is_empty());
     initramfs::write_run_image(
         base,
         &run.extra_layers,
@@ -111,10 +108,14 @@ pub(super) fn boot(
     let stderr_copy = spawn_port_reader(stderr_listener, echo(Box::new(io::stderr())));
 
     let mut state = Progress::default();
+    let mut watchdog = Watchdog {
+        input: child.stdin.take().filter(|_| watchdog),
+        asked: false,
+    };
     let waited = wait_for_guest(
         run,
         accel,
-        &mut child,
+        (&mut child, &mut watchdog),
         &events,
         &qemu_stderr,
         started,
@@ -189,11 +190,12 @@ pub(super) enum Wait {
 }
 
 /// Follows the console until the guest has reported everything, qemu exits, the deadline
-/// passes, or KVM turns out not to work.
+/// passes, or KVM turns out not to work. Shortly before the deadline, asks the guest's
+/// watchdog for its process dump.
 fn wait_for_guest(
     run: &VmRun,
     accel: Accel,
-    child: &mut Child,
+    (child, watchdog): (&mut Child, &mut Watchdog),
     events: &Receiver<Event>,
     qemu_stderr: &Mutex<String>,
     started: Instant,
@@ -234,9 +236,29 @@ fn wait_for_guest(
         if state.ready_at.is_none() && started.elapsed() > BOOT_TIMEOUT.min(run.timeout) {
             return Wait::BootTimedOut;
         }
-        // The watchdog fires a little before the deadline: no need to wait for it.
+        if state.ready_at.is_some() && Instant::now() + WATCHDOG_MARGIN >= deadline {
+            watchdog.ask();
+        }
+        // The dump comes a little before the deadline: no need to wait for it.
         if Instant::now() >= deadline || state.hang_dump.is_some() {
             return Wait::TimedOut;
+        }
+    }
+}
+
+/// The console's input (qemu's stdin), if the guest has a watchdog. Kept open until qemu is gone: a closed input could read as a hang-up in the guest.
+struct Watchdog {
+    input: Option<ChildStdin>,
+    asked: bool,
+}
+
+impl Watchdog {
+    /// Asks the guest's watchdog for its process dump, once.
+    fn ask(&mut self) {
+        if let (Some(input), false) = (&mut self.input, self.asked) {
+            // A guest that cannot take it any more gets no dump; the timeout still stands.
+            let _ = writeln!(input, "{WATCHDOG_REQUEST}").and_then(|()| input.flush());
+            self.asked = true;
         }
     }
 }

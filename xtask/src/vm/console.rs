@@ -104,7 +104,7 @@ impl ConsoleParser {
         let Some(at) = line.find(&self.marker) else {
             return match &mut self.section {
                 Some((Section::Out, text)) => {
-                    text.push_str(line.trim());
+                    text.push_str(without_kernel_record(line).trim());
                     Parsed::Payload
                 }
                 Some((Section::Hang, text)) => {
@@ -148,6 +148,27 @@ impl ConsoleParser {
     }
 }
 
+/// `line` up to a kernel message printed into it. The console is shared: a message the kernel
+/// had queued before `/init` silenced it can still come out amid the archive (seen at the end
+/// of an hour on PREEMPT_RT, whose printing thread lags: `[ 3632.300904] audit: kauditd hold
+/// queue overflow`). The kernel prints a message whole, from its `[seconds.micros] ` stamp to
+/// the end of the line, and base64 has no `[`; the archive's line goes on after it.
+fn without_kernel_record(line: &str) -> &str {
+    let mut from = 0;
+    while let Some(at) = line[from..].find('[').map(|at| from + at) {
+        let stamp = line[at + 1..].trim_start_matches(' ');
+        let seconds = stamp.trim_start_matches(|c: char| c.is_ascii_digit());
+        let micros = seconds
+            .strip_prefix('.')
+            .map(|rest| rest.trim_start_matches(|c: char| c.is_ascii_digit()));
+        if seconds.len() < stamp.len() && micros.is_some_and(|rest| rest.starts_with(']')) {
+            return &line[..at];
+        }
+        from = at + 1;
+    }
+    line
+}
+
 /// Decodes the base64 tar of the guest's `/out` into `dir`.
 pub(super) fn unpack_out(b64: &str, dir: &Path) -> Result<()> {
     let tar = base64::engine::general_purpose::STANDARD
@@ -181,6 +202,25 @@ mod tests {
             Parsed::Event(Event::Out("QUJDREVG".into()))
         );
         assert_eq!(parser.feed("reboot: Power down"), Parsed::Noise);
+    }
+
+    #[test]
+    fn kernel_messages_amid_the_archive_are_left_out() {
+        let mut parser = ConsoleParser::new("@@m@@".into());
+        parser.feed("@@m@@ out-begin");
+        // The hour's soak on 7.x-rt: a message inside a line of the archive, another between two.
+        parser.feed("QUJD[ 3632.300524] audit: kauditd hold queue overflow\r");
+        parser.feed("REVG\r");
+        parser.feed("[ 3632.300904] audit: kauditd hold queue overflow\r");
+        parser.feed("R0hJ\r");
+        assert_eq!(
+            parser.feed("@@m@@ out-end"),
+            Parsed::Event(Event::Out("QUJDREVGR0hJ".into()))
+        );
+        // A `[` that starts no stamp stays, so the archive fails to decode rather than lose it.
+        assert_eq!(without_kernel_record("QU[JD"), "QU[JD");
+        assert_eq!(without_kernel_record("QU[1.x] no"), "QU[1.x] no");
+        assert_eq!(without_kernel_record("QU[   12.5]"), "QU");
     }
 
     #[test]

@@ -6,6 +6,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use crate::arch::Arch;
 use crate::initramfs::MODULES_DIR;
 
+/// The line the host writes on the console's input to have the guest's watchdog dump its
+/// processes.
+pub(super) const WATCHDOG_REQUEST: &str = "hotprof-xtask-dump";
+
 /// Unique enough per run: our pid and the clock.
 pub(super) fn nonce() -> String {
     let nanos = SystemTime::now()
@@ -17,22 +21,19 @@ pub(super) fn nonce() -> String {
 /// The guest's `/init`: mounts what hotprof needs, runs `/run/cmd.sh` with its stdout and
 /// stderr on their own serial ports, then reports on the console and powers off.
 ///
-/// With `watchdog_at` (seconds of guest uptime), a background watchdog dumps every process's
-/// kernel stack shortly before the host's timeout, so a hang says where it hangs. The command
-/// itself runs in the foreground, where it keeps the default signal dispositions (a shell's
-/// background jobs ignore SIGINT).
+/// With `watchdog`, a background watchdog dumps every process's kernel stack when the host
+/// asks (a line on the console's input, [`WATCHDOG_REQUEST`]), shortly before the host's
+/// timeout, so a hang says where it hangs. The host asks by its own clock: the guest's has
+/// been seen ahead of it by minutes (a 180 s watchdog by guest uptime fired 28 s into a
+/// run on 6.1 in CI). The command itself runs in the foreground, where it keeps the default
+/// signal dispositions (a shell's background jobs ignore SIGINT).
 ///
 /// It must never exit (the kernel would panic), so it carries on past failed mounts, which
 /// show up on the console.
 ///
 /// With `modules`, it first loads the kernel modules the run image carries (in their names'
 /// order) and waits up to 5 s for the command's ports to appear.
-pub(super) fn init_script(
-    marker: &str,
-    watchdog_at: Option<u64>,
-    arch: Arch,
-    modules: bool,
-) -> String {
+pub(super) fn init_script(marker: &str, watchdog: bool, arch: Arch, modules: bool) -> String {
     let [out_port, err_port] = arch.command_ports();
     let modules = if modules {
         format!(
@@ -47,12 +48,12 @@ done
     } else {
         String::new()
     };
-    let watchdog = match watchdog_at {
-        Some(at) => format!(
+    let watchdog = if watchdog {
+        format!(
             r#"watchdog() {{
-    read up rest </proc/uptime
-    left=$(( {at} - ${{up%.*}} ))
-    [ "$left" -gt 0 ] && sleep "$left"
+    # Waits for the host's request; a read that fails (no console input) must not dump.
+    read -r request </dev/console || exit 0
+    [ "$request" = "{WATCHDOG_REQUEST}" ] || exit 0
     echo "{marker} hang-begin"
     for d in /proc/[0-9]*; do
         args=$(tr '\0' ' ' <$d/cmdline 2>/dev/null)
@@ -65,8 +66,9 @@ done
 watchdog &
 watchdog=$!
 "#
-        ),
-        None => "watchdog=\n".to_owned(),
+        )
+    } else {
+        "watchdog=\n".to_owned()
     };
     format!(
         r#"#!/bin/busybox sh

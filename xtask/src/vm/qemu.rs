@@ -75,7 +75,8 @@ pub(super) fn qemu_command(
             .args(arch.command_port(id));
     }
     qemu.args(&run.extra_qemu_args);
-    qemu.stdin(Stdio::null())
+    // The console's input: the host's request for the guest's process dump (see `init.rs`).
+    qemu.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     qemu
