@@ -55,6 +55,21 @@ fn static_guest_build(arch: Arch) -> Command {
     build
 }
 
+/// The cargo command [`build_guest_with_examples`] runs (its binaries are not stripped yet).
+pub fn guest_packages_build(arch: Arch, examples: &[&str]) -> Command {
+    let mut build = static_guest_build(arch);
+    for package in GUEST_PACKAGES {
+        build.args(["-p", package]);
+    }
+    if !examples.is_empty() {
+        build.arg("--bins");
+        for example in examples {
+            build.args(["--example", example]);
+        }
+    }
+    build
+}
+
 /// Builds every guest package for `arch` in release mode and returns their binaries.
 pub fn build_guest(arch: Arch) -> Result<GuestBinaries> {
     build_guest_with_examples(arch, &[])
@@ -73,17 +88,7 @@ pub fn build_guest_with_examples(arch: Arch, examples: &[&str]) -> Result<GuestB
         .map_or(String::new(), |name| format!(" for {name}"));
     step("build", &format!("{what}, static{suffix}"));
     let bin_dir = guest_bin_dir(arch);
-    let mut build = static_guest_build(arch);
-    for package in GUEST_PACKAGES {
-        build.args(["-p", package]);
-    }
-    if !examples.is_empty() {
-        build.arg("--bins");
-        for example in examples {
-            build.args(["--example", example]);
-        }
-    }
-    run(&mut build).context("could not build the guest binaries")?;
+    run(&mut guest_packages_build(arch, examples)).context("could not build the guest binaries")?;
     // The guests run what users get: the binary `cargo xtask dist` packages, stripped.
     let hotprof = bin_dir.join("hotprof");
     strip_like_dh_strip(arch, &hotprof, &hotprof)?;

@@ -586,7 +586,7 @@ pub fn slowest(blocks: &[Block], output: &str, count: usize) -> Vec<String> {
 /// The host's part: every block that needs no kprobes, run by `sh` in a fresh directory with
 /// the debug builds of hotprof and the workloads first in PATH.
 pub fn host_examples() -> Result<()> {
-    crate::util::run(crate::util::cargo().args(["build", "-p", "profiler", "-p", "workloads"]))?;
+    crate::util::run(&mut crate::host::debug_build())?;
     let bin = crate::util::target_dir().join("debug");
     let all = all_blocks(&bin.join("hotprof"), &crate::util::workspace_root())?;
     println!("  {}", summary(&all)?);

@@ -8,8 +8,15 @@ use anyhow::{Context, Result, ensure};
 
 use crate::util::{cargo, run, target_dir};
 
+/// The debug build of hotprof and the workloads the host checks run.
+pub(crate) fn debug_build() -> Command {
+    let mut build = cargo();
+    build.args(["build", "-p", "profiler", "-p", "workloads"]);
+    build
+}
+
 pub(crate) fn binaries() -> Result<(PathBuf, PathBuf)> {
-    run(cargo().args(["build", "-p", "profiler", "-p", "workloads"]))?;
+    run(&mut debug_build())?;
     let dir = target_dir().join("debug");
     Ok((dir.join("hotprof"), dir.join("syscall_lat")))
 }

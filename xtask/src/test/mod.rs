@@ -27,6 +27,7 @@ use crate::util::{cargo, is_root, run, secs};
 use crate::vm;
 
 mod guests;
+mod warm;
 
 /// The long scenarios, run only when asked for (`--soak`, or by name in `--only`).
 const SOAKS: [&Scenario; 3] = [&SOAK, &EXPORTER_SOAK, &RT_SOAK];
@@ -188,54 +189,61 @@ fn fmt() -> Result<()> {
 }
 
 fn clippy() -> Result<()> {
-    run(cargo()
-        .args(["clippy", "--workspace", "--all-targets"])
-        .args(HOST_EXCLUDE)
-        .args(["--", "-D", "warnings"]))?;
-    // The eBPF crate only builds for the BPF target, with nightly and build-std; once per
-    // architecture whose registers it reads (`profiler-ebpf/src/arch/`).
-    for arch in ["x86_64", "aarch64"] {
-        run(Command::new("cargo")
-            .env("AYA_BPF_TARGET_ARCH", arch)
-            .args(["+nightly", "clippy", "-p", "profiler-ebpf", "--release"])
-            .args(["--target", "bpfel-unknown-none", "-Z", "build-std=core"])
-            .args(["--", "-D", "warnings"]))?;
+    for mut command in clippy_commands() {
+        run(&mut command)?;
     }
     Ok(())
 }
 
+/// `clippy`'s cargo runs, warnings denied: the host crates, then the eBPF crate, which only
+/// builds for the BPF target, with nightly and build-std; once per architecture whose
+/// registers it reads (`profiler-ebpf/src/arch/`).
+fn clippy_commands() -> Vec<Command> {
+    let mut host = cargo();
+    host.args(["clippy", "--workspace", "--all-targets"])
+        .args(HOST_EXCLUDE)
+        .args(["--", "-D", "warnings"]);
+    let ebpf = ["x86_64", "aarch64"].map(|arch| {
+        let mut ebpf = Command::new("cargo");
+        ebpf.env("AYA_BPF_TARGET_ARCH", arch)
+            .args(["+nightly", "clippy", "-p", "profiler-ebpf", "--release"])
+            .args(["--target", "bpfel-unknown-none", "-Z", "build-std=core"])
+            .args(["--", "-D", "warnings"]);
+        ebpf
+    });
+    [host].into_iter().chain(ebpf).collect()
+}
+
 fn unit() -> Result<()> {
-    run(cargo().args(["test", "--workspace"]).args(HOST_EXCLUDE))
+    run(&mut unit_tests())
+}
+
+/// `cargo test` of the host crates (`--no-run` builds them).
+fn unit_tests() -> Command {
+    let mut test = cargo();
+    test.args(["test", "--workspace"]).args(HOST_EXCLUDE);
+    test
 }
 
 fn host_doctor() -> Result<()> {
     if !is_root() {
         bail!("the doctor test must run as root");
     }
-    run(cargo().args([
-        "test",
-        "-p",
-        "profiler",
-        "--test",
-        "doctor",
-        "--",
-        "--ignored",
-    ]))
+    run(profiler_test("doctor").args(["--", "--ignored"]))
 }
 
 fn ebpf_load() -> Result<()> {
     if !is_root() {
         bail!("the eBPF load test must run as root");
     }
-    run(cargo().args([
-        "test",
-        "-p",
-        "profiler",
-        "--test",
-        "ebpf_load",
-        "--",
-        "--ignored",
-    ]))
+    run(profiler_test("ebpf_load").args(["--", "--ignored"]))
+}
+
+/// `cargo test` of one of profiler's integration tests.
+fn profiler_test(test: &str) -> Command {
+    let mut command = cargo();
+    command.args(["test", "-p", "profiler", "--test", test]);
+    command
 }
 
 pub fn run_tests(args: &TestArgs) -> Result<ExitCode> {
@@ -267,6 +275,14 @@ pub fn run_tests(args: &TestArgs) -> Result<ExitCode> {
     }
     let vm_checks = args.vm_checks();
     if !vm_checks.is_empty() {
+        // What the x86 guests leave of the CPU builds what comes after them.
+        let later_arches: Vec<Arch> = Arch::ALL[1..]
+            .iter()
+            .copied()
+            .filter(|arch| vm_checks.iter().any(|(scenario, _)| scenario.arch == *arch))
+            .collect();
+        let host_checks: Vec<&str> = host(false).map(|check| check.name).collect();
+        let _warm = warm::start(&later_arches, &host_checks);
         run_vm_checks(args, &vm_checks, &mut results);
     }
     for check in host(false) {
