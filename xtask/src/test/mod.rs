@@ -514,6 +514,8 @@ struct Row {
     name: String,
     passed: bool,
     time: Duration,
+    /// When it ended, from the suite's start: with `time`, where it stood in the run.
+    ended: Duration,
     error: Option<String>,
 }
 
@@ -552,6 +554,7 @@ impl Results {
             name: name.to_owned(),
             passed,
             time,
+            ended: self.started.elapsed(),
             error,
         });
         passed
@@ -567,8 +570,8 @@ impl Results {
             .unwrap_or(5)
             .max(5);
         println!(
-            "\n{:<width$}  {:<6}  {:>8}  note",
-            "check", "result", "time"
+            "\n{:<width$}  {:<6}  {:>8}  {:>8}  note",
+            "check", "result", "time", "ended"
         );
         for row in &self.rows {
             let note = row
@@ -577,10 +580,11 @@ impl Results {
                 .and_then(|error| error.lines().next())
                 .unwrap_or("");
             println!(
-                "{:<width$}  {:<6}  {:>8}  {}",
+                "{:<width$}  {:<6}  {:>8}  {:>8}  {}",
                 row.name,
                 if row.passed { "ok" } else { "FAILED" },
                 secs(row.time),
+                secs(row.ended),
                 truncate(note, 100)
             );
         }
