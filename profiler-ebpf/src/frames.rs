@@ -125,6 +125,29 @@ pub(crate) enum EntryAt {
     FromUser,
 }
 
+impl EntryAt {
+    /// What a frame entered here keeps to be found by later entries (0: from user space).
+    #[inline(always)]
+    fn mark(self) -> u64 {
+        match self {
+            Self::StackPointer(address) | Self::Trampoline(address) => address,
+            Self::FromUser => 0,
+        }
+    }
+
+    /// The deepest mark an open frame may have and still be running, for
+    /// [`frame_returned`]; `None` from user space, where every open frame has returned.
+    #[inline(always)]
+    fn reach(self) -> Option<u64> {
+        match self {
+            // Strictly deeper: see `StackPointer`.
+            Self::StackPointer(sp) => Some(sp.saturating_sub(1)),
+            Self::Trampoline(address) => Some(address),
+            Self::FromUser => None,
+        }
+    }
+}
+
 /// Closes the innermost open frames whose calls have returned without their return program
 /// running: the kernel skips a program it finds already running on the CPU (a preempted one,
 /// on PREEMPT_RT: its misses), and a frame left open stays for the task's life, until
@@ -140,15 +163,11 @@ fn close_returned(task: &mut TaskFrames, at: EntryAt) -> usize {
     if depth == 0 {
         return 0;
     }
-    let reach = match at {
-        EntryAt::StackPointer(sp) => sp.saturating_sub(1),
-        EntryAt::Trampoline(address) => address,
-        EntryAt::FromUser => {
-            core::hint::cold_path();
-            count(Counter::OrphanedFrames, depth as u64);
-            task.depth = 0;
-            return 0;
-        }
+    let Some(reach) = at.reach() else {
+        core::hint::cold_path();
+        count(Counter::OrphanedFrames, depth as u64);
+        task.depth = 0;
+        return 0;
     };
     let innermost = task.frames[(depth - 1) & (MAX_DEPTH - 1)].entry_sp;
     // The common case: the innermost frame is still running, one comparison.
@@ -241,11 +260,7 @@ pub(crate) fn enter<C: StackIdContext + EntryContext>(ctx: &C, func: u32, at: En
     }
     frame.child_ns = 0;
     frame.func = func;
-    frame.entry_sp = match at {
-        EntryAt::StackPointer(sp) => sp,
-        EntryAt::Trampoline(address) => address,
-        EntryAt::FromUser => 0,
-    };
+    frame.entry_sp = at.mark();
     if per_call(&TRACK_OFF_CPU) != 0 {
         frame.off_cpu_at_entry = off_cpu_ns;
     }
