@@ -16,6 +16,7 @@ use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Mutex;
 
 use anyhow::{Context, Result};
 
@@ -126,7 +127,12 @@ const CANDIDATES_TRIED: usize = 4;
 /// Returns the newest kernel of the series that the mirror serves, downloading it if the cache
 /// does not hold it. When apt cannot tell or fetch anything newer but an older download is
 /// cached, that one is used with a warning, so a flaky mirror does not stop offline work.
+/// One at a time in this process (the suite fetches in the background too).
 pub fn ensure(kernel: Kernel, arch: Arch) -> Result<KernelImage> {
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let _one_at_a_time = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poison| poison.into_inner());
     let cached = cached(kernel, arch);
     // A stale package list names versions the mirror already dropped: on failure, refresh
     // the lists once and look again.

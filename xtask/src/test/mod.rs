@@ -425,6 +425,7 @@ fn run_arch_checks(
         .iter()
         .any(|(scenario, _)| scenario.needs_peers())
         .then(|| prepare_peers(arch));
+    let _kernels = prefetch_kernels(arch, checks);
     if !results.check(&format!("guest_build{}", suffix("@")), || {
         build::build_guest(arch).map(drop)
     }) {
@@ -470,6 +471,22 @@ fn prepare_peers(arch: Arch) -> JoinOnDrop {
                 "  note: building the peers' layer in the background failed (the scenario \
                  that needs it tries again): {err:#}"
             );
+        }
+    })))
+}
+
+/// Fetches the kernels `checks` boot in the background, beside the guest build (downloads and
+/// unpacking: ~60 s of `kernel@K` rows from a clean clone); each `kernel@K` row then finds its
+/// kernel cached, or fetches it itself if this failed. Joined when the handle is dropped.
+fn prefetch_kernels(arch: Arch, checks: &[(&'static Scenario, Kernel)]) -> JoinOnDrop {
+    let kernels: Vec<Kernel> = Kernel::ALL
+        .into_iter()
+        .filter(|kernel| checks.iter().any(|(_, k)| k == kernel))
+        .collect();
+    JoinOnDrop(Some(std::thread::spawn(move || {
+        for kernel in kernels {
+            // The row reports a failure.
+            let _ = kernels::ensure(kernel, arch);
         }
     })))
 }
