@@ -27,8 +27,8 @@ impl Drop for Warm {
     }
 }
 
-/// Starts the builds that `args`'s later checks need: the guests' of `later_arches`, then the
-/// host checks'. Their output goes to `target/warm.log`.
+/// Starts the builds that later checks need: the guests' of `later_arches`, then those of
+/// `host_checks` (the selected host checks' names). Their output goes to `target/warm.log`.
 pub(super) fn start(later_arches: &[Arch], host_checks: &[&str]) -> Warm {
     let mut commands: Vec<Command> = later_arches
         .iter()
@@ -41,12 +41,7 @@ pub(super) fn start(later_arches: &[Arch], host_checks: &[&str]) -> Warm {
     if wants("unit") {
         commands.push(no_run(super::unit_tests()));
     }
-    for test in ["ebpf_load", "doctor"] {
-        let check = if test == "doctor" {
-            "host_doctor"
-        } else {
-            test
-        };
+    for (check, test) in [("ebpf_load", "ebpf_load"), ("host_doctor", "doctor")] {
         if wants(check) {
             commands.push(no_run(super::profiler_test(test)));
         }

@@ -246,7 +246,8 @@ fn wait_for_guest(
     }
 }
 
-/// The console's input (qemu's stdin), if the guest has a watchdog. Kept open until qemu is gone: a closed input could read as a hang-up in the guest.
+/// The console's input (qemu's stdin), if the guest has a watchdog. Kept open until qemu is
+/// gone: a closed input could read as a hang-up in the guest.
 struct Watchdog {
     input: Option<ChildStdin>,
     asked: bool,
