@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use anyhow::{Result, ensure};
+use anyhow::{Context, Result, ensure};
 
 use super::Scenario;
 use super::harness::{Ctx, Fields, Guest};
@@ -61,7 +61,8 @@ fn exporter_soak(ctx: &mut Ctx) -> Result<()> {
 /// `hotprof serve` on `__do_sys_getpid` and 199 cold functions (kprobe.multi), `--comm
 /// syscall_lat-0` (the workload's calling thread), scraped [`RATE`] times a second for `length` while `syscall_lat` loops: no
 /// scrape fails; the getpid count never goes down from one scrape to the next; a final scrape
-/// and the exit `--json` both hold exactly the calls the loop made; the exporter's RSS moves no
+/// and the exit `--json` both hold exactly the calls the loop made, but for those the kernel
+/// counts as missed (see [`every_call_counted_or_missed`]); the exporter's RSS moves no
 /// more than the load's drift after its warm-up; the scrape latency is printed. Then
 /// SIGTERM while a scrape is in flight: exit 0, its `--json` written, nothing left; and
 /// SIGHUP, on a second exporter: killed, nothing left.
@@ -92,6 +93,7 @@ echo "loops=$loops"
 cat /out/scrape.txt
 wget -qO /out/final.txt http://127.0.0.1:9435/metrics; echo "final_rc=$?"
 grep -F '{series}' /out/final.txt | head -n 1
+grep -F '{MISSED_SERIES}' /out/final.txt | head -n 1
 wget -qO /dev/null http://127.0.0.1:9435/metrics & sleep 0.2; kill -TERM $hp; wait $hp; echo "term_rc=$?"
 hotprof status > /dev/null; echo "after_term=$?"
 {serve} > /out/serve2.txt 2>&1 &
@@ -151,22 +153,40 @@ hotprof status > /dev/null; echo "after_hup=$?"
         "the exporter's RSS moved from {low} to {high} kB after the warm-up (more than {} %)",
         load.rss_drift_percent
     );
-    let final_count = guest
-        .lines_containing(series)
-        .iter()
-        .find_map(|line| line.trim().rsplit(' ').next()?.parse::<u64>().ok());
+    let last_value = |series: &str| {
+        guest
+            .lines_containing(series)
+            .iter()
+            .find_map(|line| line.trim().rsplit(' ').next()?.parse::<u64>().ok())
+    };
+    let final_count = last_value(series).context("the final scrape has no getpid count")?;
+    let final_missed =
+        last_value(MISSED_SERIES).context("the final scrape has no kernel_missed")?;
+    every_call_counted_or_missed("the final scrape", final_count, final_missed, made)?;
+    let report = guest.report("serve.json")?;
+    let recorded = report.function("__do_sys_getpid")?.u64("count")?;
+    let missed = report.json["losses"]["kernel_missed"].as_u64().unwrap_or(0);
+    every_call_counted_or_missed("the exit --json", recorded, missed, made)
+}
+
+/// The kernel's count of program runs it skipped, in the exporter's metrics.
+const MISSED_SERIES: &str = r#"hotprof_losses_total{kind="kernel_missed"}"#;
+
+/// Every one of the `made` calls counted, or among those the kernel says it skipped: 7.x's
+/// kernel code is preemptible, and a task preempted inside the program makes the kernel skip
+/// it for the others on its CPU (the CI run of 2026-12-07: 199 of 7,880,000, all counted as
+/// missed; `process_storm_exact` sees the same). Exact where the kernel missed none.
+fn every_call_counted_or_missed(what: &str, counted: u64, missed: u64, made: u64) -> Result<()> {
     ensure!(
-        final_count == Some(made),
-        "the final scrape counted {final_count:?} getpid calls, the loop made {made}"
+        counted <= made && counted + missed >= made,
+        "{what} counted {counted} getpid calls and the kernel missed {missed}; the loop made \
+         {made}: want every one counted or among the missed"
     );
-    let recorded = guest
-        .report("serve.json")?
-        .function("__do_sys_getpid")?
-        .u64("count")?;
-    ensure!(
-        recorded == made,
-        "the exit --json counted {recorded} getpid calls, the loop made {made}"
-    );
+    if missed > 0 {
+        println!(
+            "  {what}: {counted} of {made} getpid calls counted, {missed} missed by the kernel"
+        );
+    }
     Ok(())
 }
 
