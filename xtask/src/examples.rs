@@ -491,13 +491,20 @@ pub fn needs_guest(block: &Block) -> Result<bool> {
 /// `@@ N.I RC` after the I-th command of block N; `wget` stands for `curl` where there is no
 /// curl (the guest's busybox). `in_terminal CMD` runs CMD in a 160×40 tmux pane (a server of
 /// its own, with this environment) for 3 s, presses q and returns its exit code (124 if it
-/// did not exit within 10 s of the q).
+/// did not exit within 10 s of the q). A command that runs until stopped starts in the
+/// background and gets 3 s once it has said `attached` (up to 2 min: attaching takes seconds
+/// under TCG, and a fixed wait once stopped `serve` while it attached); its stderr comes
+/// after it stops.
 pub fn script(blocks: &[Block], root: &str) -> Result<String> {
-    let mut script = String::from(
+    let mut script = format!("BGERR={root}/bg.err\n");
+    script.push_str(
         "sleep 1000 & SLEEPER=$!\n\
          now() { read U _ < /proc/uptime; echo \"${U%.*}${U#*.}\"; }\n\
          command -v curl >/dev/null || curl() { wget -qO- \"$2\"; }\n\
-         stop() { [ -n \"$BG\" ] && kill -INT $BG && wait $BG; echo \"@@ $BGID $?\"; BG=; }\n\
+         stop() { [ -n \"$BG\" ] && kill -INT $BG && wait $BG; echo \"@@ $BGID $?\"; BG=; \
+         cat \"$BGERR\" >&2; }\n\
+         attached() { i=0; while [ $i -lt 1200 ] && kill -0 $BG 2>/dev/null \
+         && ! grep -q attached \"$BGERR\"; do sleep 0.1; i=$((i+1)); done; }\n\
          in_terminal() { T=\"tmux -L hotprof-examples-$$\"; rm -f .rc; \
          $T new-session -d -x 160 -y 40 \"$*; echo \\$? > .rc\" || return 125; sleep 3; \
          $T send-keys q; i=0; while [ ! -f .rc ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; \
@@ -517,7 +524,8 @@ pub fn script(blocks: &[Block], root: &str) -> Result<String> {
                     until_stopped: true,
                     ..
                 } => script.push_str(&format!(
-                    "[ -n \"$BG\" ] && stop\necho '@> {n}.{i}'\n{shell} & BG=$! BGID={n}.{i}\nsleep 3\n"
+                    "[ -n \"$BG\" ] && stop\necho '@> {n}.{i}'\n{shell} 2>\"$BGERR\" & BG=$! BGID={n}.{i}\n\
+                     attached\nsleep 3\n"
                 )),
                 // `@@ N.I RC CENTISECONDS`: its exit code and how long it took.
                 Step::Run { shell, .. } => script.push_str(&format!(
