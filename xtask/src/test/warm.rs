@@ -9,27 +9,18 @@
 use std::fs::File;
 use std::io::Write as _;
 use std::process::{Command, Stdio};
-use std::thread::{self, JoinHandle};
+use std::thread;
 
+use super::JoinOnDrop;
 use crate::arch::Arch;
 use crate::build;
 use crate::host;
 use crate::util::{display_cmd, target_dir};
 
-/// The background builds, joined when dropped.
-pub(super) struct Warm(Option<JoinHandle<()>>);
-
-impl Drop for Warm {
-    fn drop(&mut self) {
-        if let Some(thread) = self.0.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
 /// Starts the builds that later checks need: the guests' of `later_arches`, then those of
-/// `host_checks` (the selected host checks' names). Their output goes to `target/warm.log`.
-pub(super) fn start(later_arches: &[Arch], host_checks: &[&str]) -> Warm {
+/// `host_checks` (the selected host checks' names), joined when the handle is dropped. Their
+/// output goes to `target/warm.log`.
+pub(super) fn start(later_arches: &[Arch], host_checks: &[&str]) -> JoinOnDrop {
     let mut commands: Vec<Command> = later_arches
         .iter()
         .map(|arch| build::guest_packages_build(*arch, &[]))
@@ -50,7 +41,7 @@ pub(super) fn start(later_arches: &[Arch], host_checks: &[&str]) -> Warm {
         commands.push(host::debug_build());
     }
     if commands.is_empty() {
-        return Warm(None);
+        return JoinOnDrop(None);
     }
     let log = target_dir().join("warm.log");
     println!(
@@ -58,7 +49,7 @@ pub(super) fn start(later_arches: &[Arch], host_checks: &[&str]) -> Warm {
         commands.len(),
         log.display()
     );
-    Warm(Some(thread::spawn(move || {
+    JoinOnDrop(Some(thread::spawn(move || {
         let Ok(file) = File::create(&log) else {
             return;
         };
