@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, ensure};
 
 use super::Scenario;
-use super::harness::{Ctx, Fields, Guest};
+use super::harness::{Ctx, Fields, Guest, every_call_counted_or_missed};
 use super::kprobe_multi::TRACEABLE;
 use crate::arch::Arch;
 use crate::kernels::Kernel;
@@ -62,7 +62,7 @@ fn exporter_soak(ctx: &mut Ctx) -> Result<()> {
 /// syscall_lat-0` (the workload's calling thread), scraped [`RATE`] times a second for `length` while `syscall_lat` loops: no
 /// scrape fails; the getpid count never goes down from one scrape to the next; a final scrape
 /// and the exit `--json` both hold exactly the calls the loop made, but for those the kernel
-/// counts as missed (see [`every_call_counted_or_missed`]); the exporter's RSS moves no
+/// counts as missed (as in `process_storm_exact`); the exporter's RSS moves no
 /// more than the load's drift after its warm-up; the scrape latency is printed. Then
 /// SIGTERM while a scrape is in flight: exit 0, its `--json` written, nothing left; and
 /// SIGHUP, on a second exporter: killed, nothing left.
@@ -171,24 +171,6 @@ hotprof status > /dev/null; echo "after_hup=$?"
 
 /// The kernel's count of program runs it skipped, in the exporter's metrics.
 const MISSED_SERIES: &str = r#"hotprof_losses_total{kind="kernel_missed"}"#;
-
-/// Every one of the `made` calls counted, or among those the kernel says it skipped: 7.x's
-/// kernel code is preemptible, and a task preempted inside the program makes the kernel skip
-/// it for the others on its CPU (the CI run of 2026-12-07: 199 of 7,880,000, all counted as
-/// missed; `process_storm_exact` sees the same). Exact where the kernel missed none.
-fn every_call_counted_or_missed(what: &str, counted: u64, missed: u64, made: u64) -> Result<()> {
-    ensure!(
-        counted <= made && counted + missed >= made,
-        "{what} counted {counted} getpid calls and the kernel missed {missed}; the loop made \
-         {made}: want every one counted or among the missed"
-    );
-    if missed > 0 {
-        println!(
-            "  {what}: {counted} of {made} getpid calls counted, {missed} missed by the kernel"
-        );
-    }
-    Ok(())
-}
 
 fn loops(guest: &Guest) -> Result<u64> {
     let lines = guest.lines_containing("loops=");
