@@ -125,6 +125,13 @@ impl Arch {
         self == Arch::X86_64
     }
 
+    /// Whether qemu boots the `vmlinux` unpacked from the package's image (x86's bzImage,
+    /// entered at its PVH note: no decompressor under TCG) rather than the image itself
+    /// (arm64's is a plain, uncompressed `Image`).
+    pub fn boots_unpacked_kernel(self) -> bool {
+        self == Arch::X86_64
+    }
+
     /// The machine and CPU on qemu's command line.
     pub fn machine_args(self) -> &'static [&'static str] {
         match self {

@@ -10,7 +10,7 @@
 //!
 //! Each series exists for each guest [`Arch`]: x86_64's cache is `target/kernels/<name>/`,
 //! arm64's `target/kernels/aarch64/<name>/` (Debian's arm64 `vmlinuz` is a plain `Image`,
-//! which qemu's `-kernel` boots as it is).
+//! which qemu's `-kernel` boots as it is; x86's bzImage is booted unpacked: [`pvh`]).
 
 use std::fmt;
 use std::fs;
@@ -23,6 +23,8 @@ use anyhow::{Context, Result};
 use crate::apt_state;
 use crate::arch::Arch;
 use crate::util::{self, step, target_dir};
+
+mod pvh;
 
 /// A kernel series the VM tests run on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum)]
@@ -107,6 +109,8 @@ pub struct KernelImage {
     /// The Debian package it came from, e.g. `linux-image-6.12.117+deb12-cloud-amd64-unsigned`.
     pub package: String,
     pub vmlinuz: PathBuf,
+    /// What qemu's `-kernel` loads: `vmlinuz`, or on x86 the `vmlinux` unpacked from it.
+    pub boot: PathBuf,
     /// The modules of [`Arch::port_modules`] the package ships (none where they are built
     /// in), in load order.
     pub modules: Vec<PathBuf>,
@@ -140,17 +144,19 @@ pub fn ensure(kernel: Kernel, arch: Arch) -> Result<KernelImage> {
         apt_state::update(true, arch).context(format!("{first:#}"))?;
         fetch_newest(kernel, arch, cached.as_ref())
     });
-    match (fetched, cached) {
-        (Ok(image), _) => Ok(image),
+    let mut image = match (fetched, cached) {
+        (Ok(image), _) => image,
         (Err(err), Some(image)) => {
             eprintln!(
                 "warning: could not fetch the newest {kernel} kernel: {err:#}\n  using the cached {} instead",
                 image.package
             );
-            Ok(image)
+            image
         }
-        (Err(err), None) => Err(err),
-    }
+        (Err(err), None) => return Err(err),
+    };
+    image.boot = bootable(&image.vmlinuz, arch)?;
+    Ok(image)
 }
 
 /// The newest candidate the cache holds or the mirror serves.
@@ -204,10 +210,27 @@ fn cached(kernel: Kernel, arch: Arch) -> Option<KernelImage> {
     let loadable = cached_modules(&dir.join("loadable")).ok()?;
     vmlinuz.is_file().then(|| KernelImage {
         package: package.trim().to_owned(),
+        boot: vmlinuz.clone(),
         vmlinuz,
         modules,
         loadable,
     })
+}
+
+/// The file qemu boots for `vmlinuz`: on x86 the `vmlinux` unpacked from it beside it (made
+/// on first use, [`pvh`]), else `vmlinuz` itself.
+fn bootable(vmlinuz: &Path, arch: Arch) -> Result<PathBuf> {
+    if !arch.boots_unpacked_kernel() {
+        return Ok(vmlinuz.to_owned());
+    }
+    let vmlinux = vmlinuz.with_file_name("vmlinux");
+    let modified = |path: &Path| fs::metadata(path).and_then(|meta| meta.modified()).ok();
+    if modified(&vmlinux).is_some_and(|unpacked| Some(unpacked) >= modified(vmlinuz)) {
+        return Ok(vmlinux);
+    }
+    pvh::unpack(vmlinuz, &vmlinux)
+        .with_context(|| format!("could not unpack {} to boot it", vmlinuz.display()))?;
+    Ok(vmlinux)
 }
 
 /// The kept modules, in load order (their names start with their place in it).
@@ -345,6 +368,7 @@ fn download(kernel: Kernel, arch: Arch, package: &str) -> Result<KernelImage> {
     let mut image = KernelImage {
         package: package.to_owned(),
         vmlinuz: dir.join("vmlinuz"),
+        boot: dir.join("vmlinuz"),
         modules: Vec::new(),
         loadable: cached_modules(&loadable_dir)?,
     };

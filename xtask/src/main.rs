@@ -166,7 +166,7 @@ fn fetch_kernels(only: Option<Kernel>) -> Result<()> {
         let image = kernels::ensure(kernel, Arch::X86_64)?;
         step(
             "kernel",
-            &format!("{kernel}: {} at {}", image.package, image.vmlinuz.display()),
+            &format!("{kernel}: {} at {}", image.package, image.boot.display()),
         );
     }
     Ok(())

@@ -53,6 +53,10 @@ pub const APT_PACKAGES: &[&str] = &[
     "qemu-user-static",
     "lintian",
     "xz-utils",
+    // Unpack x86's kernel images (zstd from 6.12, lz4 before) to boot them without their
+    // decompressor (`kernels/pvh.rs`).
+    "zstd",
+    "lz4",
 ];
 
 /// bpf-linker releases that build against LLVM 22.

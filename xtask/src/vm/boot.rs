@@ -79,7 +79,7 @@ pub(super) fn boot(
 
     let mut qemu = qemu_command(
         run,
-        &kernel.vmlinuz,
+        &kernel.boot,
         &initrd,
         accel,
         [&stdout_sock, &stderr_sock],
