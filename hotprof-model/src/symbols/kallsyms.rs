@@ -21,31 +21,51 @@ impl KernelSymbol {
 
 /// Parses the contents of `/proc/kallsyms`: `ffffffff81000000 T _text` and
 /// `ffffffffc0a01000 t ext4_read [ext4]`. Malformed lines are skipped, not fatal: the file is
-/// the kernel's, and one odd line must not stop a profile.
+/// the kernel's, and one odd line must not stop a profile. Bytes, not text, until a name is
+/// kept: every run's start parses ~200,000 lines (checking each whole line as UTF-8 and
+/// splitting it as text took twice as long).
 pub fn parse_kallsyms(data: &[u8]) -> Vec<KernelSymbol> {
-    data.split(|&b| b == b'\n')
-        .filter_map(|line| parse_line(std::str::from_utf8(line).ok()?))
-        .collect()
+    let mut symbols = Vec::with_capacity(data.len() / 40);
+    let mut start = 0;
+    for end in memchr::memchr_iter(b'\n', data).chain([data.len()]) {
+        if let Some(symbol) = parse_line(&data[start..end]) {
+            symbols.push(symbol);
+        }
+        start = end + 1;
+    }
+    symbols
 }
 
-fn parse_line(line: &str) -> Option<KernelSymbol> {
-    let mut fields = line.split_ascii_whitespace();
-    let address = u64::from_str_radix(fields.next()?, 16).ok()?;
-    let mut kind_field = fields.next()?.chars();
-    let kind = kind_field.next()?;
-    if kind_field.next().is_some() {
-        return None;
-    }
-    let name = fields.next()?.to_string();
+fn parse_line(line: &[u8]) -> Option<KernelSymbol> {
+    let mut fields = line
+        .split(u8::is_ascii_whitespace)
+        .filter(|field| !field.is_empty());
+    let address = hex(fields.next()?)?;
+    let kind = match fields.next()? {
+        &[kind] if kind.is_ascii() => char::from(kind),
+        _ => return None,
+    };
+    let name = std::str::from_utf8(fields.next()?).ok()?.to_owned();
     let module = fields
         .next()
-        .and_then(|m| m.strip_prefix('[')?.strip_suffix(']'))
-        .map(str::to_string);
+        .and_then(|module| module.strip_prefix(b"[")?.strip_suffix(b"]"))
+        .and_then(|module| std::str::from_utf8(module).ok())
+        .map(str::to_owned);
     Some(KernelSymbol {
         address,
         kind,
         name,
         module,
+    })
+}
+
+/// A 64-bit address in hex, as kallsyms prints it.
+fn hex(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() || digits.len() > 16 {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |value, &digit| {
+        Some(value << 4 | u64::from(char::from(digit).to_digit(16)?))
     })
 }
 
@@ -79,6 +99,15 @@ garbage line\n\
         assert!(!symbols[3].is_function());
         assert_eq!(symbols[4].module.as_deref(), Some("ext4"));
         assert_eq!(symbols[5].address, 0);
+    }
+
+    #[test]
+    fn addresses_are_sixteen_hex_digits_at_most() {
+        assert_eq!(hex(b"ffffffffb2ee4a30"), Some(0xffffffffb2ee4a30));
+        assert_eq!(hex(b"0000000000000000"), Some(0));
+        assert_eq!(hex(b"1ffffffffb2ee4a30"), None);
+        assert_eq!(hex(b"ffffg"), None);
+        assert_eq!(hex(b""), None);
     }
 
     #[test]
