@@ -169,12 +169,12 @@ fn without_kernel_record(line: &str) -> &str {
     line
 }
 
-/// Decodes the base64 tar of the guest's `/out` into `dir`.
+/// Decodes the base64 gzipped tar of the guest's `/out` into `dir`.
 pub(super) fn unpack_out(b64: &str, dir: &Path) -> Result<()> {
-    let tar = base64::engine::general_purpose::STANDARD
+    let gzipped = base64::engine::general_purpose::STANDARD
         .decode(b64)
         .context("the /out archive is not valid base64")?;
-    tar::Archive::new(tar.as_slice())
+    tar::Archive::new(flate2::read::GzDecoder::new(gzipped.as_slice()))
         .unpack(dir)
         .with_context(|| format!("could not unpack the /out archive into {}", dir.display()))
 }
@@ -260,7 +260,9 @@ mod tests {
             .append_data(&mut header, "./r.json", &b"{}"[..])
             .expect("append");
         let tar = builder.into_inner().expect("finish");
-        let b64 = base64::engine::general_purpose::STANDARD.encode(tar);
+        let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gzip, &tar).expect("gzip");
+        let b64 = base64::engine::general_purpose::STANDARD.encode(gzip.finish().expect("gzip"));
         let dir = tempfile::tempdir().expect("tempdir");
         unpack_out(&b64, dir.path()).expect("unpacks");
         assert_eq!(
