@@ -79,6 +79,9 @@ enum Task {
     /// time. Assumes the guest binaries built and the kernel fetched.
     #[command(hide = true)]
     Scenario(test::ScenarioArgs),
+    /// Run one host check in this process: how `test` runs those that run beside others.
+    #[command(hide = true)]
+    HostCheck(test::HostCheckArgs),
     /// Probe cost vs empty probes and bpftrace, scaling to 1000 functions; writes
     /// target/bench/report.md.
     Bench(bench::BenchArgs),
@@ -152,6 +155,7 @@ fn main() -> ExitCode {
         Task::Vm(args) => vm_command(args),
         Task::Test(args) => test::run_tests(&args),
         Task::Scenario(args) => test::run_one(&args),
+        Task::HostCheck(args) => test::run_host_check(&args),
         Task::Bench(args) => bench::run(&args),
         Task::Demo(args) => demo(args.arch),
     };

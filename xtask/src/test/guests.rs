@@ -1,6 +1,5 @@
 //! The VM scenarios, two guests at a time: each scenario runs in a child process of its own
-//! (`cargo xtask scenario NAME@KERNEL`, hidden), its output kept in a log that is printed
-//! whole when it ends, so two scenarios never interleave their lines.
+//! ([`CheckProcess`]), so two scenarios never interleave their lines.
 //!
 //! Why two: most scenarios keep one vCPU of their 2-vCPU guest busy (one workload thread
 //! under TCG), so a second guest takes the host's idle core. The scenarios whose guests keep
@@ -10,17 +9,18 @@
 use std::collections::VecDeque;
 use std::fs;
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
 use clap::Args;
 
+use super::child::{CheckProcess, out_root};
 use super::{Results, SOAKS, guest_died, instance, truncate};
 use crate::kernels::Kernel;
 use crate::scenarios::{Ctx, SCENARIOS, Scenario};
-use crate::util::{fresh_dir, secs, target_dir};
+use crate::util::{fresh_dir, secs};
 
 /// How often the runner looks for a child that ended.
 const POLL: Duration = Duration::from_millis(200);
@@ -41,11 +41,6 @@ pub struct ScenarioArgs {
     pub error_file: Option<PathBuf>,
 }
 
-/// Where each scenario's output, log and error go.
-fn out_root() -> PathBuf {
-    target_dir().join("vm-out").join("test")
-}
-
 /// Runs `checks` (built guest binaries and fetched kernels assumed), `jobs` guests at a time,
 /// and records a row for each. With `jobs` 1 (or `--verbose`) each child's output goes
 /// straight to ours, live.
@@ -59,7 +54,8 @@ pub(super) fn run_scenarios(
     let live = jobs <= 1 || verbose;
     let jobs = if live { 1 } else { jobs };
     let mut queue: VecDeque<_> = in_start_order(checks).into();
-    let mut running: Vec<Running> = Vec::new();
+    let vm_timeout = vm_timeout.to_string();
+    let mut running: Vec<CheckProcess> = Vec::new();
     while !queue.is_empty() || !running.is_empty() {
         // Start what may start: a scenario that runs alone waits for the others to end, and
         // nothing starts beside it.
@@ -75,7 +71,11 @@ pub(super) fn run_scenarios(
             }
             queue.pop_front();
             let name = instance(scenario, kernel);
-            match Running::start(&name, alone, vm_timeout, verbose, live) {
+            let mut args = vec!["scenario", &name, "--vm-timeout", &vm_timeout];
+            if verbose {
+                args.push("--verbose");
+            }
+            match CheckProcess::start(&name, &args, alone, live) {
                 Ok(run) => running.push(run),
                 Err(err) => {
                     results.record(&name, Duration::ZERO, Err(err));
@@ -85,7 +85,7 @@ pub(super) fn run_scenarios(
         thread::sleep(POLL);
         let mut still = Vec::new();
         for mut run in running {
-            match run.child.try_wait() {
+            match run.try_wait() {
                 Ok(None) => still.push(run),
                 Ok(Some(status)) => run.finish(Ok(status), live, results),
                 Err(err) => run.finish(Err(err.into()), live, results),
@@ -109,76 +109,6 @@ fn in_start_order(checks: &[(&'static Scenario, Kernel)]) -> Vec<(&'static Scena
     let mut ordered = checks.to_vec();
     ordered.sort_by_key(|(scenario, _)| rank(scenario));
     ordered
-}
-
-/// A scenario's child process.
-struct Running {
-    name: String,
-    alone: bool,
-    child: Child,
-    started: Instant,
-    log: PathBuf,
-    error_file: PathBuf,
-}
-
-impl Running {
-    fn start(name: &str, alone: bool, vm_timeout: u64, verbose: bool, live: bool) -> Result<Self> {
-        let root = out_root();
-        fs::create_dir_all(&root)
-            .with_context(|| format!("could not create {}", root.display()))?;
-        let log = root.join(format!("{name}.log"));
-        let error_file = root.join(format!("{name}.error"));
-        let _ = fs::remove_file(&error_file);
-        let me = std::env::current_exe().context("cannot find xtask's own path")?;
-        let mut command = Command::new(me);
-        command
-            .args(["scenario", name, "--vm-timeout", &vm_timeout.to_string()])
-            .arg("--error-file")
-            .arg(&error_file)
-            .stdin(Stdio::null());
-        if verbose {
-            command.arg("--verbose");
-        }
-        if live {
-            println!("\n=== {name}");
-        } else {
-            let out = fs::File::create(&log)
-                .with_context(|| format!("could not create {}", log.display()))?;
-            command
-                .stdout(out.try_clone().context("could not share the log's file")?)
-                .stderr(out);
-        }
-        let child = command
-            .spawn()
-            .with_context(|| format!("could not start the scenario {name}"))?;
-        Ok(Self {
-            name: name.to_owned(),
-            alone,
-            child,
-            started: Instant::now(),
-            log,
-            error_file,
-        })
-    }
-
-    /// Prints the child's log (unless it was live) and records its row.
-    fn finish(self, status: Result<std::process::ExitStatus>, live: bool, results: &mut Results) {
-        let time = self.started.elapsed();
-        if !live {
-            println!("\n=== {}", self.name);
-            print!("{}", fs::read_to_string(&self.log).unwrap_or_default());
-        }
-        let outcome = status.and_then(|status| {
-            if status.success() {
-                return Ok(());
-            }
-            Err(match fs::read_to_string(&self.error_file) {
-                Ok(error) => anyhow!("{}", error.trim_end()),
-                Err(_) => anyhow!("the scenario's process ended with {status} and said nothing"),
-            })
-        });
-        results.record(&self.name, time, outcome);
-    }
 }
 
 /// `cargo xtask scenario NAME@KERNEL`: one scenario, in this process. A guest whose kernel

@@ -8,9 +8,10 @@
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
-use anyhow::{Result, bail};
+use anyhow::{Context as _, Result, bail};
 use clap::Args;
 
+use child::CheckProcess;
 pub use guests::{ScenarioArgs, run_one};
 
 use crate::arch::Arch;
@@ -26,6 +27,7 @@ use crate::soak::{RT_SOAK, SOAK};
 use crate::util::{cargo, is_root, run, secs};
 use crate::vm;
 
+mod child;
 mod guests;
 mod warm;
 
@@ -77,6 +79,20 @@ struct HostCheck {
     name: &'static str,
     about: &'static str,
     run: fn() -> Result<()>,
+    place: Place,
+}
+
+/// When a host check runs, after the guests (`fmt` runs before them).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// First, with nothing beside it: it times something or counts samples.
+    Alone,
+    /// After those, one at a time.
+    InTurn,
+    /// In a process of its own beside the `InTurn` checks: long, timing nothing, sharing no
+    /// state with them (the host checks left a core idle half the time, all in turn).
+    /// `host_deb` is not: it shares `cargo xtask dist`'s run with `host_deb_arm64`.
+    Beside,
 }
 
 const HOST_CHECKS: &[HostCheck] = &[
@@ -84,100 +100,119 @@ const HOST_CHECKS: &[HostCheck] = &[
         name: "fmt",
         about: "cargo fmt --all --check",
         run: fmt,
+        place: Place::InTurn,
     },
     HostCheck {
         name: "clippy",
         about: "cargo clippy, all targets, warnings denied",
         run: clippy,
+        place: Place::InTurn,
     },
     HostCheck {
         name: "unit",
         about: "cargo test (host unit tests)",
         run: unit,
+        place: Place::InTurn,
     },
     HostCheck {
         name: "ebpf_load",
         about: "profiler's ebpf_load test, as root on the host",
         run: ebpf_load,
+        place: Place::InTurn,
     },
     HostCheck {
         name: "host_doctor",
         about: "hotprof doctor's rows on the host match what the host can do (root test)",
         run: host_doctor,
+        place: Place::InTurn,
     },
     HostCheck {
         name: "host_syscall_exact",
         about: "hotprof --syscall getpid on the host kernel counts exactly",
         run: host::syscall_exact,
+        place: Place::InTurn,
     },
     HostCheck {
         name: "host_overhead_honest",
         about: "the probe overhead hotprof prints matches the workload's clock (0.6–1.6×)",
         run: host::printed_overhead_matches_workload,
+        place: Place::Alone,
     },
     HostCheck {
         name: "host_no_kprobes_error",
         about: "hotprof --fn on a kernel without kprobes: one clear line",
         run: host::no_kprobes_error,
+        place: Place::InTurn,
     },
     HostCheck {
         name: "host_syscall_leaves",
         about: "a two-syscall --stacks run: each syscall its own leaf frame, exact calls under it",
         run: host::syscall_flamegraph_leaves,
+        place: Place::InTurn,
     },
     HostCheck {
         name: "host_heatmap",
         about: "--heatmap of 1 ms then 20 ms sleeps: each mode's calls exactly in its rows and \
                 columns, the SVG carries every call, `hotprof heatmap` redraws it from the JSON",
         run: crate::host_heatmap::heatmap_modes,
+        place: Place::Alone,
     },
     HostCheck {
         name: "host_list_agrees",
         about: "hotprof list's fentry column says what doctor's fentry try found",
         run: host::list_agrees_with_doctor,
+        place: Place::InTurn,
     },
     HostCheck {
         name: "host_sample",
         about: "hotprof sample shows the getpid path (top table + SVG)",
         run: host::sample_getpid_path,
+        place: Place::Alone,
     },
     HostCheck {
         name: "prometheus_serve",
         about: "hotprof serve scraped by a real Prometheus: exact _count, p50 within a bucket",
         run: host::prometheus_serve,
+        place: Place::Alone,
     },
     HostCheck {
         name: "prometheus_native_histograms",
         about: "hotprof serve scraped by Prometheus with native histograms (protobuf): exact histogram_count and buckets, p99 within a bucket",
         run: host::prometheus_native_histograms,
+        place: Place::Alone,
     },
     HostCheck {
         name: "host_top",
         about: "hotprof top under tmux: exact since-start calls per row, the histogram view; \
                 q, Ctrl-C and SIGTERM restore the terminal and leave nothing in the kernel",
         run: crate::host_top::top_in_tmux,
+        place: Place::Alone,
     },
     HostCheck {
         name: "systemd_unit",
         about: "contrib/hotprof-exporter.service: systemd-analyze verify; serves under its caps",
         run: host::systemd_unit,
+        place: Place::InTurn,
     },
     HostCheck {
         name: "host_examples",
         about: "every example of --help, the man pages and the docs that needs no kprobes runs \
                 as written (the rest: doc_examples)",
         run: crate::examples::host_examples,
+        place: Place::Beside,
     },
     HostCheck {
         name: "host_deb",
         about: "cargo xtask dist's .deb: installs, works (exact getpid count), removes cleanly",
         run: host_deb::install_use_remove,
+        place: Place::InTurn,
     },
     HostCheck {
         name: "host_deb_arm64",
         about: "cargo xtask dist's arm64 .deb: unpacked, its binary (the arm64 guests') run \
                 under qemu-user, man page and completion checked",
         run: host_deb::arm64_contents,
+        place: Place::InTurn,
     },
 ];
 
@@ -285,13 +320,69 @@ pub fn run_tests(args: &TestArgs) -> Result<ExitCode> {
         let _warm = warm::start(&later_arches, &host_checks);
         run_vm_checks(args, &vm_checks, &mut results);
     }
-    for check in host(false) {
-        results.check(check.name, check.run);
-    }
+    run_host_checks(host(false).collect(), &mut results);
     if let Some(seconds) = args.fuzz {
         run_fuzz_checks(args, seconds, &mut results);
     }
     Ok(results.finish())
+}
+
+/// The host checks after the guests: those that time something alone, then the long ones
+/// that time nothing in processes of their own while the rest run in turn.
+fn run_host_checks(checks: Vec<&HostCheck>, results: &mut Results) {
+    let placed = |place: Place| checks.iter().filter(move |check| check.place == place);
+    for check in placed(Place::Alone) {
+        results.check(check.name, check.run);
+    }
+    let beside: Vec<CheckProcess> = placed(Place::Beside)
+        .filter_map(|check| {
+            match CheckProcess::start(check.name, &["host-check", check.name], false, false) {
+                Ok(process) => Some(process),
+                Err(err) => {
+                    results.record(check.name, Duration::ZERO, Err(err));
+                    None
+                }
+            }
+        })
+        .collect();
+    for check in placed(Place::InTurn) {
+        results.check(check.name, check.run);
+    }
+    for process in beside {
+        process.wait(results);
+    }
+}
+
+/// `cargo xtask host-check NAME`: one host check in this process, how `test` runs those that
+/// run beside others. With `--error-file` a failure is written there, not returned.
+#[derive(Args)]
+pub struct HostCheckArgs {
+    /// The check's name, as `cargo xtask test --list` shows it.
+    pub name: String,
+    /// Where to write the error of a failed run (its first line is the summary's note).
+    #[arg(long)]
+    pub error_file: Option<std::path::PathBuf>,
+}
+
+pub fn run_host_check(args: &HostCheckArgs) -> Result<ExitCode> {
+    let check = HOST_CHECKS
+        .iter()
+        .find(|check| check.name == args.name)
+        .with_context(|| {
+            format!(
+                "no host check {} (see `cargo xtask test --list`)",
+                args.name
+            )
+        })?;
+    match ((check.run)(), &args.error_file) {
+        (Ok(()), _) => Ok(ExitCode::SUCCESS),
+        (Err(err), Some(path)) => {
+            std::fs::write(path, format!("{err:#}"))
+                .with_context(|| format!("could not write {}", path.display()))?;
+            Ok(ExitCode::FAILURE)
+        }
+        (Err(err), None) => Err(err),
+    }
 }
 
 impl TestArgs {
