@@ -1,7 +1,7 @@
-//! Builds that later checks would otherwise start with, run in the background beside the x86
-//! guest build and then the x86 guests: clippy, the host tests' builds, the aarch64 guests'
-//! binaries. At nice 19 they take only what the others leave (the guest build's stretches on
-//! one crate, the guests' pauses), so the guests' timings stay theirs; the checks that
+//! Builds that later checks would otherwise start with, run in the background while the x86
+//! guests run: the aarch64 guests' binaries, clippy, the host tests' builds. At nice 19 they
+//! take only what the guests leave (a guest slot waiting on a scenario that runs alone, a
+//! scenario's host-side work, boots), so the guests' timings stay theirs; the checks that
 //! follow find cargo's work done (or wait on cargo's lock for the rest). Each command is the
 //! very one its check runs (`--no-run` for tests), so cargo has nothing left to do for it.
 //! A failure here is ignored: the check that runs the command reports it.
@@ -21,10 +21,13 @@ use crate::util::{display_cmd, target_dir};
 /// `host_checks` (the selected host checks' names), joined when the handle is dropped. Their
 /// output goes to `target/warm.log`.
 pub(super) fn start(later_arches: &[Arch], host_checks: &[&str]) -> JoinOnDrop {
-    // The host's first: they build in target/debug, beside the x86 guest build that starts
-    // with them (in target/guest, which an aarch64 build would wait for), whose single-crate
-    // stretches leave a core idle (~45 % of its 6 minutes from a clean clone).
-    let mut commands: Vec<Command> = Vec::new();
+    // The aarch64 guests' build first. Tried the other way (the host's builds first, beside
+    // the x86 guest build): 122 s of the aarch64 build was left when the x86 guests ended,
+    // run at once before the arm64 guests; this way 66 s of host builds were left.
+    let mut commands: Vec<Command> = later_arches
+        .iter()
+        .map(|arch| build::guest_packages_build(*arch, &[]))
+        .collect();
     let wants = |check: &str| host_checks.contains(&check);
     if wants("clippy") {
         commands.extend(super::clippy_commands());
@@ -40,11 +43,6 @@ pub(super) fn start(later_arches: &[Arch], host_checks: &[&str]) -> JoinOnDrop {
     if host_checks.iter().any(|check| check.starts_with("host_")) {
         commands.push(host::debug_build());
     }
-    commands.extend(
-        later_arches
-            .iter()
-            .map(|arch| build::guest_packages_build(*arch, &[])),
-    );
     if commands.is_empty() {
         return JoinOnDrop(None);
     }
