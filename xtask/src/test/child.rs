@@ -3,8 +3,8 @@
 //! ends, so that checks running at once never interleave their lines.
 
 use std::fs;
-use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
 use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow};
@@ -95,5 +95,19 @@ impl CheckProcess {
             })
         });
         results.record(&self.name, time, outcome);
+    }
+}
+
+/// The child's side: how a check run as a child ends. With `--error-file` a failure is
+/// written there (the runner prints it, its first line the summary's note), not returned.
+pub(super) fn exit_with(result: Result<()>, error_file: Option<&Path>) -> Result<ExitCode> {
+    match (result, error_file) {
+        (Ok(()), _) => Ok(ExitCode::SUCCESS),
+        (Err(err), Some(path)) => {
+            fs::write(path, format!("{err:#}"))
+                .with_context(|| format!("could not write {}", path.display()))?;
+            Ok(ExitCode::FAILURE)
+        }
+        (Err(err), None) => Err(err),
     }
 }

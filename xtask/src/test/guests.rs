@@ -7,7 +7,6 @@
 //! of them first ([`in_start_order`]).
 
 use std::collections::VecDeque;
-use std::fs;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::thread;
@@ -16,7 +15,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow};
 use clap::Args;
 
-use super::child::{CheckProcess, out_root};
+use super::child::{CheckProcess, exit_with, out_root};
 use super::{Results, SOAKS, guest_died, instance, truncate};
 use crate::kernels::Kernel;
 use crate::scenarios::{Ctx, SCENARIOS, Scenario};
@@ -151,15 +150,7 @@ pub fn run_one(args: &ScenarioArgs) -> Result<ExitCode> {
             None => err,
         })
     })();
-    match (result, &args.error_file) {
-        (Ok(()), _) => Ok(ExitCode::SUCCESS),
-        (Err(err), Some(path)) => {
-            fs::write(path, format!("{err:#}"))
-                .with_context(|| format!("could not write {}", path.display()))?;
-            Ok(ExitCode::FAILURE)
-        }
-        (Err(err), None) => Err(err),
-    }
+    exit_with(result, args.error_file.as_deref())
 }
 
 /// The scenario and kernel `name` (`scenario@kernel`) names.

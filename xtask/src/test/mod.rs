@@ -374,15 +374,7 @@ pub fn run_host_check(args: &HostCheckArgs) -> Result<ExitCode> {
                 args.name
             )
         })?;
-    match ((check.run)(), &args.error_file) {
-        (Ok(()), _) => Ok(ExitCode::SUCCESS),
-        (Err(err), Some(path)) => {
-            std::fs::write(path, format!("{err:#}"))
-                .with_context(|| format!("could not write {}", path.display()))?;
-            Ok(ExitCode::FAILURE)
-        }
-        (Err(err), None) => Err(err),
-    }
+    child::exit_with((check.run)(), args.error_file.as_deref())
 }
 
 impl TestArgs {
